@@ -1,0 +1,224 @@
+"""`groundwork`: one command per verb, each a thin layer over `pipeline`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import GroundworkError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Groundwork: attachment-aware retrieval-augmented generation.")
+kb_app = typer.Typer(no_args_is_help=True, help="Create, list and delete knowledge bases.")
+app.add_typer(kb_app, name="kb")
+
+DataDir = Annotated[Optional[Path], typer.Option("--data-dir", help="Overrides GROUNDWORK_HOME.")]
+KbName = Annotated[str, typer.Option("--kb", help="Knowledge base name.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _engine(data_dir: Path | None):
+    from .config import load_settings
+    from .engine import Engine
+
+    overrides = {"home": data_dir} if data_dir else {}
+    return Engine.open(load_settings(**overrides))
+
+
+def _scope(engine, kb: str, create: bool = False):
+    from .errors import NotFound
+    from .types import DEFAULT_TENANT, Scope
+
+    try:
+        found = engine.store.get_kb(DEFAULT_TENANT, kb)
+    except NotFound:
+        if not create:
+            raise
+        found = engine.store.create_kb(DEFAULT_TENANT, kb)
+    return found, Scope(tenant=DEFAULT_TENANT, kb_ids=(found.id,))
+
+
+def _jsonl(path: Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    item = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise GroundworkError(f"{path}:{number}: not JSON ({exc.msg})") from None
+                if "text" not in item:
+                    raise GroundworkError(f"{path}:{number}: missing \"text\"")
+                yield item
+
+
+def _emit(data: dict) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+
+
+@app.command()
+def ingest(paths: Annotated[list[str], typer.Argument(help="Files, directories or URLs.")],
+           kb: KbName, data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """Ingest files (directories recursively) and URLs into a knowledge base."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from . import pipeline
+
+    engine = _engine(data_dir)
+    knowledge_base, _ = _scope(engine, kb, create=True)
+    urls = [p for p in paths if p.startswith(("http://", "https://"))]
+    files = pipeline.iter_files([Path(p) for p in paths if p not in urls])
+    reports = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), disable=as_json or not sys.stderr.isatty(),
+                  console=None) as progress:
+        task = progress.add_task("ingesting", total=len(files) + len(urls))
+
+        def done(report) -> None:
+            reports.append(report)
+            progress.advance(task)
+            if not as_json:
+                detail = report.error if report.status == "failed" else \
+                    f"{report.chunks} chunks, {report.embedded} embedded"
+                typer.echo(f"{report.status:9} {report.filename}: {detail}", err=report.status == "failed")
+
+        pipeline.ingest_paths(engine, files, kb_id=knowledge_base.id, on_file=done)
+        for url in urls:
+            done(pipeline.ingest_url(engine, url, kb_id=knowledge_base.id))
+    if as_json:
+        for r in reports:
+            _emit({"filename": r.filename, "document_id": r.document_id, "status": r.status,
+                   "chunks": r.chunks, "embedded": r.embedded, "error": r.error})
+    failed = sum(r.status == "failed" for r in reports)
+    if failed:
+        typer.echo(f"{failed} of {len(reports)} failed", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def search(query: Annotated[Optional[str], typer.Argument()] = None, kb: KbName = ...,
+           top_k: Annotated[int, typer.Option("--top-k")] = 0,
+           mode: Annotated[str, typer.Option(help="hybrid | vector | text")] = "hybrid",
+           queries: Annotated[Optional[Path], typer.Option(help="JSONL of {id, text}.")] = None,
+           data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """Search a knowledge base: one query, or a batch from --queries."""
+    from . import pipeline
+    from .output import hit_json
+
+    if mode not in ("hybrid", "vector", "text"):
+        raise GroundworkError(f"--mode must be hybrid, vector or text, got {mode!r}")
+    if (query is None) == (queries is None):
+        raise GroundworkError("give either a QUERY or --queries FILE.jsonl")
+    engine = _engine(data_dir)
+    _, scope = _scope(engine, kb)
+    k = top_k or engine.settings.top_k
+    if queries is not None:
+        for item in _jsonl(queries):
+            hits = pipeline.search(engine, item["text"], scope=scope, top_k=k, mode=mode)
+            _emit({"id": item.get("id"), "results": [hit_json(h) for h in hits]})
+        return
+    hits = pipeline.search(engine, query, scope=scope, top_k=k, mode=mode)
+    if as_json:
+        _emit({"query": query, "results": [hit_json(h) for h in hits]})
+        return
+    for rank, hit in enumerate(hits, start=1):
+        where = f"p.{hit.chunk.page}" if hit.chunk.page else f"chunk {hit.chunk.index}"
+        typer.echo(f"{rank:2}. {hit.score:.3f}  {hit.document.filename} ({where})")
+        typer.echo("    " + " ".join(hit.chunk.text.split())[:200])
+
+
+@app.command()
+def ask(question: Annotated[Optional[str], typer.Argument()] = None, kb: KbName = ...,
+        top_k: Annotated[int, typer.Option("--top-k")] = 0,
+        questions: Annotated[Optional[Path], typer.Option(help="JSONL of {id, text}.")] = None,
+        data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """Answer a question from a knowledge base, with citations."""
+    from . import pipeline
+    from .output import answer_json
+
+    if (question is None) == (questions is None):
+        raise GroundworkError("give either a QUESTION or --questions FILE.jsonl")
+    engine = _engine(data_dir)
+    _, scope = _scope(engine, kb)
+    if questions is not None:
+        for item in _jsonl(questions):
+            answer = pipeline.ask(engine, item["text"], scope=scope, top_k=top_k or None)
+            _emit({"id": item.get("id"), **answer_json(answer)})
+        return
+    answer = pipeline.ask(engine, question, scope=scope, top_k=top_k or None)
+    if as_json:
+        _emit(answer_json(answer))
+        return
+    typer.echo(answer.text)
+    for c in answer.citations:
+        page = f", page {c.page}" if c.page else ""
+        typer.echo(f"  [{c.number}] {c.filename} (chunk {c.chunk_index}{page})")
+
+
+@app.command()
+def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
+          port: Annotated[int, typer.Option()] = 8000, data_dir: DataDir = None) -> None:
+    """Serve the HTTP API and the web UI."""
+    import uvicorn
+
+    from .api.app import create_app
+
+    uvicorn.run(create_app(_engine(data_dir)), host=host, port=port, log_level="info")
+
+
+@app.command(name="eval")
+def evaluate(dataset: Annotated[Path, typer.Argument(help="A BEIR-format folder.")],
+             split: Annotated[str, typer.Option()] = "test",
+             modes: Annotated[str, typer.Option(help="Comma-separated.")] = "vector,text,hybrid",
+             limit: Annotated[int, typer.Option(help="Evaluate the first N queries (0 = all).")] = 0,
+             data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """nDCG@10, Recall@10, Recall@100 and MRR@10 on a BEIR dataset."""
+    from .evaluate import evaluate_beir, format_table
+
+    engine = _engine(data_dir)
+    results = evaluate_beir(engine, dataset, split=split, modes=modes.split(","), limit=limit,
+                            log=lambda line: typer.echo(line, err=True))
+    if as_json:
+        _emit({"dataset": str(dataset), "split": split, "results": results})
+    else:
+        typer.echo(format_table(results))
+
+
+@kb_app.command("list")
+def kb_list(data_dir: DataDir = None) -> None:
+    from .types import DEFAULT_TENANT
+
+    engine = _engine(data_dir)
+    for item in engine.store.list_kbs(DEFAULT_TENANT):
+        count = len(engine.store.list_documents(DEFAULT_TENANT, item.id))
+        typer.echo(f"{item.name}\t{count} documents\t{item.id}")
+
+
+@kb_app.command("create")
+def kb_create(name: str, description: str = "", data_dir: DataDir = None) -> None:
+    from .types import DEFAULT_TENANT
+
+    typer.echo(_engine(data_dir).store.create_kb(DEFAULT_TENANT, name, description).id)
+
+
+@kb_app.command("delete")
+def kb_delete(name: str, data_dir: DataDir = None) -> None:
+    from .types import DEFAULT_TENANT
+
+    engine = _engine(data_dir)
+    found = engine.store.get_kb(DEFAULT_TENANT, name)
+    for document in engine.store.list_documents(DEFAULT_TENANT, found.id):
+        engine.storage.delete(DEFAULT_TENANT, document.id)
+    engine.store.delete_kb(DEFAULT_TENANT, found.id)
+
+
+def main() -> None:
+    try:
+        app()
+    except GroundworkError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        sys.exit(1)

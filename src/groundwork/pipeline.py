@@ -1,0 +1,291 @@
+"""The recipe: ingest (store -> extract -> chunk -> embed -> index) and answer
+(retrieve -> assemble -> generate -> cite). The API, CLI and web UI call these."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import retrieve
+from .chunk import chunk_document
+from .embed import embed_batched
+from .engine import Engine
+from .errors import GroundworkError, LimitExceeded
+from .storage import sha256
+from .store.sqlite import new_id
+from .types import (DEFAULT_TENANT, Answer, Chunk, Context, ContextItem, Document, Extracted, Hit,
+                    IngestReport, Message, Scope, SearchMode)
+
+log = logging.getLogger(__name__)
+StageCallback = Callable[[str, dict], None]
+
+
+def _noop(stage: str, progress: dict) -> None:
+    pass
+
+
+# -- ingest ---------------------------------------------------------------------------
+@dataclass
+class Source:
+    """One original to ingest, with where it goes."""
+
+    data: bytes
+    filename: str
+    tenant: str = DEFAULT_TENANT
+    kb_id: str | None = None
+    record_id: str | None = None
+    source_key: str | None = None
+    source_url: str | None = None
+    content_type: str | None = None
+    title: str | None = None
+    importance: float = 1.0
+    document_id: str | None = None  # replace this document (PUT)
+
+
+@dataclass
+class _Prepared:
+    source: Source
+    report: IngestReport
+    previous: Document | None = None
+    content_type: str = ""
+    digest: str = ""
+    extracted: Extracted | None = None
+    chunks: list[Chunk] = field(default_factory=list)
+
+
+def ingest_bytes(engine: Engine, data: bytes, filename: str, *, on_stage: StageCallback = _noop,
+                 **fields) -> IngestReport:
+    """Ingest one original; raises a GroundworkError if it cannot be ingested."""
+    report = ingest_many(engine, [Source(data, filename, **fields)], on_stage=on_stage)[0]
+    if report.status == "failed":
+        raise report.exception
+    return report
+
+
+def ingest_many(engine: Engine, sources: Sequence[Source], *, on_stage: StageCallback = _noop,
+                on_embedded: Callable[[int], None] | None = None) -> list[IngestReport]:
+    """Ingest several originals, embedding all their new chunks in shared batches.
+
+    Idempotent: the same bytes in the same kb (and record) do no work. A changed file
+    under the same source key keeps its id, bumps its version, and only its changed
+    chunks are embedded. Nothing of a document is written until it has been extracted,
+    chunked and embedded, so a failure leaves nothing half-stored; one bad file fails
+    alone and the rest of the batch goes on."""
+    prepared = [_prepare(engine, source, on_stage) for source in sources]
+    live = [p for p in prepared if p.report.status == "pending"]
+    if not live:
+        return [p.report for p in prepared]
+    embedder, store = engine.embedder, engine.store
+    wanted = list(dict.fromkeys(c.content_hash for p in live for c in p.chunks))
+    missing = store.missing_embeddings(embedder.model_id, wanted)
+    texts = {c.content_hash: c.embed_text for p in live for c in p.chunks}
+    on_stage("embedding", {"to_embed": len(missing), "embedded": 0})
+    if missing:
+        try:
+            vectors = embed_batched(embedder, [texts[h] for h in missing],
+                                    engine.settings.embed_batch_size, on_embedded)
+        except GroundworkError as exc:
+            for p in live:
+                _fail(p.report, exc)
+            return [p.report for p in prepared]
+        store.put_embeddings(embedder.model_id, missing, vectors)
+    fresh = set(missing)
+    for p in live:
+        on_stage("indexing", {"chunks": len(p.chunks)})
+        try:
+            _write(engine, p)
+        except GroundworkError as exc:
+            _fail(p.report, exc)
+            continue
+        p.report.embedded = sum(1 for h in {c.content_hash for c in p.chunks} if h in fresh)
+    return [p.report for p in prepared]
+
+
+def _fail(report: IngestReport, exc: GroundworkError) -> None:
+    report.status, report.error, report.exception = "failed", exc.message, exc
+
+
+def _prepare(engine: Engine, source: Source, on_stage: StageCallback) -> _Prepared:
+    from .errors import ExtractError
+    from .extract import ensure_matches, extract
+
+    settings, store, s = engine.settings, engine.store, source
+    p = _Prepared(source, IngestReport(filename=s.filename, status="pending"))
+    try:
+        if len(s.data) > settings.max_upload_bytes:
+            raise LimitExceeded(f"{s.filename}: {len(s.data):,} bytes exceeds the limit of "
+                                f"{settings.max_upload_bytes:,} bytes")
+        p.digest = sha256(s.data)
+        same = store.find_document(s.tenant, s.kb_id, content_hash=p.digest)
+        if (same is not None and same.status == "ready" and same.record_id == s.record_id
+                and s.document_id in (None, same.id)):
+            p.report.document_id, p.report.status = same.id, "unchanged"
+            p.report.chunks = store.chunk_counts(s.tenant, [same.id]).get(same.id, 0)
+            return p
+        key = s.source_key or s.source_url or s.filename
+        p.previous = (store.get_document(s.tenant, s.document_id) if s.document_id
+                      else store.find_document(s.tenant, s.kb_id, source_key=key))
+        p.content_type = ensure_matches(s.filename, s.content_type, s.data)
+        on_stage("extracting", {})
+        p.extracted = extract(s.data, s.filename, p.content_type)
+        if not p.extracted.text.strip():
+            raise ExtractError(f"{s.filename}: no text could be extracted")
+        on_stage("chunking", {})
+        embedder = engine.embedder
+        unit, size, overlap = settings.effective_chunking(embedder.max_tokens)
+        doc_id = p.previous.id if p.previous else new_id("doc")
+        p.chunks = chunk_document(p.extracted, doc_id, count_tokens=embedder.count_tokens,
+                                  max_tokens=embedder.max_tokens, unit=unit, size=size, overlap=overlap)
+        p.report.document_id, p.report.chunks = doc_id, len(p.chunks)
+    except GroundworkError as exc:
+        _fail(p.report, exc)
+    return p
+
+
+def _write(engine: Engine, p: _Prepared) -> None:
+    s, store, extracted = p.source, engine.store, p.extracted
+    assert extracted is not None and p.report.document_id
+    doc_id, previous, now = p.report.document_id, p.previous, time.time()
+    document = Document(
+        id=doc_id, tenant=s.tenant, kb_id=s.kb_id, filename=s.filename,
+        title=s.title or extracted.title or Path(s.filename).stem, content_type=p.content_type,
+        size=len(s.data), content_hash=p.digest, source_url=s.source_url,
+        version=(previous.version + 1) if previous else 1, status="indexing",
+        importance=s.importance, record_id=s.record_id,
+        created_at=previous.created_at if previous else now, updated_at=now)
+    engine.storage.put(s.tenant, doc_id, s.data)
+    store.put_document(document, s.source_key or s.source_url or s.filename)
+    store.put_text(s.tenant, doc_id, extracted.text)
+    store.replace_chunks(s.tenant, doc_id, p.chunks)
+    store.set_status(s.tenant, doc_id, "ready",
+                     progress={"chunks": len(p.chunks), "pages": extracted.page_count,
+                               "ocr_pages": list(extracted.ocr_pages)})
+    p.report.status = "updated" if previous else "ready"
+
+
+def ingest_paths(engine: Engine, paths: Sequence[Path], *, batch: int = 16,
+                 on_file: Callable[[IngestReport], None] | None = None,
+                 on_embedded: Callable[[int], None] | None = None, **fields) -> list[IngestReport]:
+    """Ingest files in groups of `batch` (shared embedding batches); unreadable or
+    unsupported files become failed reports and the rest goes on."""
+    reports: list[IngestReport] = []
+    for start in range(0, len(paths), batch):
+        group: list[Source] = []
+        for path in map(Path, paths[start:start + batch]):
+            try:
+                group.append(Source(path.read_bytes(), path.name, source_key=str(path.resolve()), **fields))
+            except OSError as exc:
+                report = IngestReport(filename=path.name, status="failed", error=f"{path}: {exc.strerror}")
+                reports.append(report)
+                if on_file:
+                    on_file(report)
+        for report in ingest_many(engine, group, on_embedded=on_embedded):
+            reports.append(report)
+            if on_file:
+                on_file(report)
+    return reports
+
+
+def fetch_url(url: str, *, max_bytes: int, timeout: float = 20.0) -> tuple[bytes, str, str | None]:
+    """(body, filename, content type) of a URL, fetched server-side with a size cap."""
+    import httpx
+
+    from .errors import ExtractError
+
+    try:
+        with httpx.Client(follow_redirects=True, timeout=timeout,
+                          headers={"User-Agent": "groundwork/0.1"}) as client:
+            with client.stream("GET", url) as response:
+                response.raise_for_status()
+                body = bytearray()
+                for part in response.iter_bytes():
+                    body.extend(part)
+                    if len(body) > max_bytes:
+                        raise LimitExceeded(f"{url}: larger than {max_bytes:,} bytes")
+                content_type = response.headers.get("content-type", "").split(";")[0].strip() or None
+    except httpx.HTTPStatusError as exc:
+        raise ExtractError(f"{url}: server answered {exc.response.status_code}") from None
+    except httpx.HTTPError as exc:
+        raise ExtractError(f"{url}: could not fetch ({exc.__class__.__name__}: {exc})") from None
+    name = url.split("?")[0].rstrip("/").rsplit("/", 1)[-1] or "index"
+    if "." not in name and content_type in ("text/html", None):
+        name += ".html"
+    return bytes(body), name, content_type
+
+
+def ingest_url(engine: Engine, url: str, **fields) -> IngestReport:
+    """Fetch a page (or file) and ingest it with its URL as source and citation link."""
+    try:
+        data, filename, content_type = fetch_url(url, max_bytes=engine.settings.max_upload_bytes)
+    except GroundworkError as exc:
+        return IngestReport(filename=url, status="failed", error=exc.message, exception=exc)
+    return ingest_many(engine, [Source(data, filename, source_url=url, content_type=content_type,
+                                       **fields)])[0]
+
+
+def iter_files(paths: Sequence[Path]) -> list[Path]:
+    """Files named directly, and every file under named directories (sorted, hidden
+    files skipped)."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found.extend(p for p in sorted(path.rglob("*"))
+                         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        else:
+            found.append(path)
+    return found
+
+
+def delete_document(engine: Engine, tenant: str, document_id: str) -> None:
+    """Forget a document everywhere: index rows, vectors, text cache and original."""
+    engine.store.delete_document(tenant, document_id)
+    engine.storage.delete(tenant, document_id)
+
+
+# -- answer ---------------------------------------------------------------------------
+def search(engine: Engine, query: str, *, scope: Scope, top_k: int | None = None,
+           mode: SearchMode = "hybrid", fusion: retrieve.Fusion = "rrf") -> list[Hit]:
+    return retrieve.search(engine.store, engine.embedder, scope, query,
+                           top_k=top_k or engine.settings.top_k, mode=mode, fusion=fusion)
+
+
+def ask(engine: Engine, question: str, *, scope: Scope, top_k: int | None = None,
+        mode: SearchMode = "hybrid", history: Sequence[Message] = (),
+        system_prompt: str | None = None) -> Answer:
+    """Answer one question from one scope (a kb): retrieve, number, generate, cite."""
+    hits = search(engine, question, scope=scope, top_k=top_k, mode=mode)
+    included = tuple(ContextItem(document_id=h.document.id, filename=h.document.filename, kind="chunk",
+                                 chars=len(h.chunk.text), group="kb", reason="retrieved",
+                                 chunk_index=h.chunk.index, score=h.score) for h in hits)
+    context = Context(hits=tuple(hits), included=included,
+                      budget_chars=engine.settings.context_max_chars(engine.settings.llm_model))
+    conversation = [*history, Message("user", question)]
+    return generate_answer(engine, question, context, conversation, system_prompt=system_prompt)
+
+
+def generate_answer(engine: Engine, question: str, context: Context,
+                    conversation: Sequence[Message], *, system_prompt: str | None = None,
+                    tools: list[dict] | None = None) -> Answer:
+    """Generate from an assembled context (LLM if configured, else extractive) and
+    resolve the [n] markers into citations."""
+    from .cite import resolve_citations
+
+    llm = engine.llm
+    if llm is None:
+        from .generate.extractive import extractive_answer
+        generation = extractive_answer(question, list(context.hits), engine.embedder)
+    else:
+        from .prompt import build_messages
+        counts = engine.store.chunk_counts(context.hits[0].document.tenant,
+                                           list({h.document.id for h in context.hits})) if context.hits else {}
+        messages = build_messages(context, conversation, system_prompt=system_prompt, chunk_counts=counts)
+        generation = llm.complete(messages, tools=tools)
+    text, citations, dropped, referenced = resolve_citations(generation.text, list(context.hits))
+    if dropped:
+        log.warning("dropped citation markers with no matching source: %s", dropped)
+    return Answer(text=text, citations=citations, documents_referenced=referenced,
+                  usage=generation.usage, abstained=generation.abstained,
+                  escalate=generation.escalate, dropped_markers=dropped, context=context)

@@ -1,0 +1,415 @@
+"""The embedded store: one SQLite file (WAL) holding documents, chunks, FTS5 full text
+and vectors. Vector search is exact: a float32 matrix of the chunks' embeddings is
+kept in memory per model and refreshed when the database changes; the scope is turned
+into a row mask before any score is computed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InvalidRequest, NotFound, StoreError
+from ..types import Chunk, Document, Hit, KnowledgeBase, Scope
+from .textquery import fts5_match
+
+_DOC_COLUMNS = ("id, tenant, kb_id, filename, title, content_type, size, content_hash, source_url, "
+                "version, status, importance, record_id, error, created_at, updated_at")
+_CHUNK_COLUMNS = ("document_id, idx, text, heading_path, pages, char_start, char_end, "
+                  "token_count, content_hash")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def migrations(dialect: str) -> list[tuple[int, str, str]]:
+    """(number, name, sql) of the numbered migrations shipped for `dialect`."""
+    folder = resources.files("groundwork.store") / "migrations" / dialect
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.name, entry.read_text()))
+    return sorted(found)
+
+
+@dataclass
+class _VectorIndex:
+    version: tuple[int, int]
+    rowids: np.ndarray
+    matrix: np.ndarray
+    tenant: np.ndarray  # integer codes, see `codes`
+    kb: np.ndarray
+    document: np.ndarray
+    record: np.ndarray
+    codes: dict[str, dict[str | None, int]]
+
+
+class SQLiteStore:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                                       timeout=30)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from None
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        self._writes = 0
+        self._indexes: dict[str, _VectorIndex] = {}
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+            self._db.execute(f"PRAGMA {pragma}")
+        self.migrate()
+
+    # -- plumbing ---------------------------------------------------------------
+    @contextmanager
+    def transaction(self):
+        """One atomic unit of work: all of it lands, or none of it does."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+                self._writes += 1
+
+    def _query(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"query failed: {exc}") from None
+
+    def migrate(self) -> list[str]:
+        """Apply the numbered migrations not yet applied; returns their names."""
+        applied = []
+        with self.transaction() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                       "(number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
+            done = {row[0] for row in db.execute("SELECT number FROM schema_migrations")}
+            for number, name, sql in migrations("sqlite"):
+                if number in done:
+                    continue
+                for statement in _statements(sql):
+                    db.execute(statement)
+                db.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time()))
+                applied.append(name)
+        return applied
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- knowledge bases --------------------------------------------------------
+    def create_kb(self, tenant: str, name: str, description: str = "") -> KnowledgeBase:
+        kb = KnowledgeBase(new_id("kb"), tenant, name, description, time.time())
+        try:
+            with self.transaction() as db:
+                db.execute("INSERT INTO kbs VALUES (?, ?, ?, ?, ?)",
+                           (kb.id, tenant, name, description, kb.created_at))
+        except sqlite3.IntegrityError:
+            raise InvalidRequest(f"knowledge base {name!r} already exists") from None
+        return kb
+
+    def get_kb(self, tenant: str, name_or_id: str) -> KnowledgeBase:
+        rows = self._query("SELECT id, tenant, name, description, created_at FROM kbs "
+                           "WHERE tenant = ? AND (id = ? OR name = ?)", (tenant, name_or_id, name_or_id))
+        if not rows:
+            raise NotFound(f"knowledge base {name_or_id!r} not found")
+        return KnowledgeBase(*rows[0])
+
+    def list_kbs(self, tenant: str) -> list[KnowledgeBase]:
+        rows = self._query("SELECT id, tenant, name, description, created_at FROM kbs "
+                           "WHERE tenant = ? ORDER BY name", (tenant,))
+        return [KnowledgeBase(*row) for row in rows]
+
+    def delete_kb(self, tenant: str, kb_id: str) -> None:
+        kb = self.get_kb(tenant, kb_id)
+        for document in self.list_documents(tenant, kb.id):
+            self.delete_document(tenant, document.id)
+        with self.transaction() as db:
+            db.execute("DELETE FROM kbs WHERE tenant = ? AND id = ?", (tenant, kb.id))
+
+    # -- documents --------------------------------------------------------------
+    def put_document(self, document: Document, source_key: str) -> None:
+        d = document
+        with self.transaction() as db:
+            db.execute(
+                f"INSERT INTO documents ({_DOC_COLUMNS}, source_key) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET filename = excluded.filename, title = excluded.title, "
+                "content_type = excluded.content_type, size = excluded.size, "
+                "content_hash = excluded.content_hash, source_url = excluded.source_url, "
+                "version = excluded.version, status = excluded.status, importance = excluded.importance, "
+                "error = excluded.error, updated_at = excluded.updated_at, source_key = excluded.source_key",
+                (d.id, d.tenant, d.kb_id, d.filename, d.title, d.content_type, d.size, d.content_hash,
+                 d.source_url, d.version, d.status, d.importance, d.record_id, d.error,
+                 d.created_at, d.updated_at, source_key))
+
+    def get_document(self, tenant: str, document_id: str) -> Document:
+        rows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = ? AND id = ?",
+                           (tenant, document_id))
+        if not rows:
+            raise NotFound(f"document {document_id!r} not found")
+        return Document(*rows[0])
+
+    def find_document(self, tenant: str, kb_id: str | None, *, source_key: str | None = None,
+                      content_hash: str | None = None) -> Document | None:
+        clauses, params = ["tenant = ?", "kb_id IS ?"], [tenant, kb_id]
+        if source_key is not None:
+            clauses.append("source_key = ?")
+            params.append(source_key)
+        if content_hash is not None:
+            clauses.append("content_hash = ?")
+            params.append(content_hash)
+        rows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE {' AND '.join(clauses)} "
+                           "ORDER BY updated_at DESC LIMIT 1", params)
+        return Document(*rows[0]) if rows else None
+
+    def list_documents(self, tenant: str, kb_id: str | None = None) -> list[Document]:
+        if kb_id is None:
+            rows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = ? "
+                               "ORDER BY created_at", (tenant,))
+        else:
+            rows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = ? AND kb_id = ? "
+                               "ORDER BY created_at", (tenant, kb_id))
+        return [Document(*row) for row in rows]
+
+    def set_status(self, tenant: str, document_id: str, status: str, *,
+                   error: str | None = None, progress: dict | None = None) -> None:
+        with self.transaction() as db:
+            cur = db.execute("UPDATE documents SET status = ?, error = ?, updated_at = ?, "
+                             "progress = COALESCE(?, progress) WHERE tenant = ? AND id = ?",
+                             (status, error, time.time(),
+                              json.dumps(progress) if progress is not None else None, tenant, document_id))
+            if cur.rowcount == 0:
+                raise NotFound(f"document {document_id!r} not found")
+
+    def get_progress(self, tenant: str, document_id: str) -> dict:
+        rows = self._query("SELECT progress FROM documents WHERE tenant = ? AND id = ?", (tenant, document_id))
+        if not rows:
+            raise NotFound(f"document {document_id!r} not found")
+        return json.loads(rows[0][0])
+
+    def delete_document(self, tenant: str, document_id: str) -> None:
+        """Forget a document: its row, text, chunks, full-text entries and the vectors
+        no other chunk still uses."""
+        self.get_document(tenant, document_id)
+        with self.transaction() as db:
+            hashes = [r[0] for r in db.execute("SELECT content_hash FROM chunks WHERE document_id = ?",
+                                               (document_id,))]
+            self._delete_chunks(db, document_id)
+            db.execute("DELETE FROM document_texts WHERE document_id = ?", (document_id,))
+            db.execute("DELETE FROM documents WHERE tenant = ? AND id = ?", (tenant, document_id))
+            self._drop_orphan_embeddings(db, hashes)
+
+    # -- content ----------------------------------------------------------------
+    def put_text(self, tenant: str, document_id: str, text: str) -> None:
+        self.get_document(tenant, document_id)
+        with self.transaction() as db:
+            db.execute("INSERT INTO document_texts VALUES (?, ?) ON CONFLICT (document_id) "
+                       "DO UPDATE SET text = excluded.text", (document_id, text))
+
+    def get_text(self, tenant: str, document_id: str) -> str:
+        rows = self._query("SELECT t.text FROM document_texts t JOIN documents d ON d.id = t.document_id "
+                           "WHERE d.tenant = ? AND d.id = ?", (tenant, document_id))
+        if not rows:
+            raise NotFound(f"no extracted text for document {document_id!r}")
+        return rows[0][0]
+
+    def replace_chunks(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
+        document = self.get_document(tenant, document_id)
+        with self.transaction() as db:
+            old = [r[0] for r in db.execute("SELECT content_hash FROM chunks WHERE document_id = ?",
+                                            (document_id,))]
+            self._delete_chunks(db, document_id)
+            for c in chunks:
+                cur = db.execute(
+                    f"INSERT INTO chunks (tenant, kb_id, record_id, {_CHUNK_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (tenant, document.kb_id, document.record_id, document_id, c.index, c.text,
+                     json.dumps(list(c.heading_path)), json.dumps(list(c.pages)), c.char_start,
+                     c.char_end, c.token_count, c.content_hash))
+                db.execute("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)",
+                           (cur.lastrowid, c.embed_text))
+            self._drop_orphan_embeddings(db, set(old) - {c.content_hash for c in chunks})
+
+    def _delete_chunks(self, db: sqlite3.Connection, document_id: str) -> None:
+        db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE document_id = ?)",
+                   (document_id,))
+        db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+
+    def _drop_orphan_embeddings(self, db: sqlite3.Connection, hashes) -> None:
+        for h in set(hashes):
+            if db.execute("SELECT 1 FROM chunks WHERE content_hash = ? LIMIT 1", (h,)).fetchone() is None:
+                db.execute("DELETE FROM embeddings WHERE content_hash = ?", (h,))
+
+    def get_chunks(self, tenant: str, document_id: str) -> list[Chunk]:
+        rows = self._query(f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE tenant = ? AND document_id = ? "
+                           "ORDER BY idx", (tenant, document_id))
+        return [_chunk(row) for row in rows]
+
+    def chunk_counts(self, tenant: str, document_ids: Sequence[str]) -> dict[str, int]:
+        if not document_ids:
+            return {}
+        marks = ",".join("?" * len(document_ids))
+        rows = self._query(f"SELECT document_id, COUNT(*) FROM chunks WHERE tenant = ? AND "
+                           f"document_id IN ({marks}) GROUP BY document_id", (tenant, *document_ids))
+        return {row[0]: row[1] for row in rows}
+
+    # -- embeddings -------------------------------------------------------------
+    def missing_embeddings(self, model_id: str, hashes: Sequence[str]) -> list[str]:
+        wanted = list(dict.fromkeys(hashes))
+        have: set[str] = set()
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            rows = self._query(f"SELECT content_hash FROM embeddings WHERE model_id = ? AND content_hash "
+                               f"IN ({','.join('?' * len(part))})", (model_id, *part))
+            have.update(row[0] for row in rows)
+        return [h for h in wanted if h not in have]
+
+    def put_embeddings(self, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(hashes) != len(vectors):
+            raise StoreError("put_embeddings: hashes and vectors differ in length")
+        if not len(hashes):
+            return
+        dim = int(vectors.shape[1])
+        with self.transaction() as db:
+            row = db.execute("SELECT dim FROM embedding_models WHERE model_id = ?", (model_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO embedding_models VALUES (?, ?, ?)", (model_id, dim, time.time()))
+            elif row[0] != dim:
+                raise StoreError(f"model {model_id} has dimension {row[0]} in this store, got {dim}")
+            db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
+                           [(model_id, h, dim, v.tobytes()) for h, v in zip(hashes, vectors)])
+
+    # -- search -----------------------------------------------------------------
+    def vector_search(self, scope: Scope, model_id: str, vector: np.ndarray, k: int) -> list[Hit]:
+        index = self._vector_index(model_id)
+        mask = self._mask(index, scope)
+        candidates = np.flatnonzero(mask)
+        if not len(candidates) or k <= 0:
+            return []
+        scores = index.matrix[candidates] @ np.asarray(vector, dtype=np.float32)
+        take = min(k, len(candidates))
+        top = np.argpartition(-scores, take - 1)[:take]
+        top = top[np.argsort(-scores[top])]
+        ranked = [(int(index.rowids[candidates[i]]), float(scores[i])) for i in top]
+        return self._hits(ranked, "vector")
+
+    def text_search(self, scope: Scope, query: str, k: int) -> list[Hit]:
+        match = fts5_match(query)
+        if match is None or k <= 0:
+            return []
+        where, params = _scope_sql(scope, "c.")
+        rows = self._query(
+            "SELECT c.rowid, -bm25(chunks_fts) AS score FROM chunks_fts JOIN chunks c ON "
+            f"c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {where} "
+            "ORDER BY bm25(chunks_fts) LIMIT ?", (match, *params, k))
+        return self._hits([(row[0], float(row[1])) for row in rows], "text")
+
+    def _hits(self, ranked: list[tuple[int, float]], kind: str) -> list[Hit]:
+        if not ranked:
+            return []
+        marks = ",".join("?" * len(ranked))
+        rows = self._query(f"SELECT rowid, {_CHUNK_COLUMNS} FROM chunks WHERE rowid IN ({marks})",
+                           [r for r, _ in ranked])
+        chunks = {row[0]: _chunk(tuple(row)[1:]) for row in rows}
+        doc_ids = list({c.document_id for c in chunks.values()})
+        drows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE id IN ({','.join('?' * len(doc_ids))})",
+                            doc_ids)
+        documents = {row[0]: Document(*row) for row in drows}
+        hits = []
+        for rowid, score in ranked:
+            chunk = chunks.get(rowid)
+            if chunk is None or chunk.document_id not in documents:
+                continue  # deleted between the ranking and this read
+            hits.append(Hit(chunk=chunk, document=documents[chunk.document_id], score=score,
+                            vector_score=score if kind == "vector" else None,
+                            text_score=score if kind == "text" else None))
+        return hits
+
+    def _version(self) -> tuple[int, int]:
+        with self._lock:
+            data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        return (data_version, self._writes)
+
+    def _vector_index(self, model_id: str) -> _VectorIndex:
+        version = self._version()
+        index = self._indexes.get(model_id)
+        if index is not None and index.version == version:
+            return index
+        rows = self._query("SELECT c.rowid, c.tenant, c.kb_id, c.document_id, c.record_id, e.vector "
+                           "FROM chunks c JOIN embeddings e ON e.content_hash = c.content_hash "
+                           "AND e.model_id = ? ORDER BY c.rowid", (model_id,))
+        codes: dict[str, dict[str | None, int]] = {"tenant": {}, "kb": {}, "document": {}, "record": {}}
+
+        def encode(axis: str, values) -> np.ndarray:
+            table = codes[axis]
+            return np.fromiter((table.setdefault(v, len(table)) for v in values), dtype=np.int32,
+                               count=len(rows))
+
+        dim = len(rows[0][5]) // 4 if rows else 0
+        matrix = (np.frombuffer(b"".join(r[5] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+                  if rows else np.zeros((0, 0), dtype=np.float32))
+        index = _VectorIndex(
+            version=version, rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+            matrix=matrix, tenant=encode("tenant", (r[1] for r in rows)),
+            kb=encode("kb", (r[2] for r in rows)), document=encode("document", (r[3] for r in rows)),
+            record=encode("record", (r[4] for r in rows)), codes=codes)
+        self._indexes[model_id] = index
+        return index
+
+    @staticmethod
+    def _mask(index: _VectorIndex, scope: Scope) -> np.ndarray:
+        def allowed(axis: str, column: np.ndarray, values) -> np.ndarray:
+            wanted = [index.codes[axis][v] for v in values if v in index.codes[axis]]
+            return np.isin(column, np.asarray(wanted, dtype=np.int32))
+
+        mask = allowed("tenant", index.tenant, [scope.tenant])
+        if scope.kb_ids is not None:
+            mask &= allowed("kb", index.kb, scope.kb_ids)
+        if scope.document_ids is not None:
+            mask &= allowed("document", index.document, scope.document_ids)
+        if scope.record_ids is not None:
+            mask &= allowed("record", index.record, scope.record_ids)
+        return mask
+
+
+def _scope_sql(scope: Scope, prefix: str = "") -> tuple[str, list]:
+    clauses, params = [f"{prefix}tenant = ?"], [scope.tenant]
+    for column, values in (("kb_id", scope.kb_ids), ("document_id", scope.document_ids),
+                           ("record_id", scope.record_ids)):
+        if values is not None:
+            if not values:
+                return "0", []
+            clauses.append(f"{prefix}{column} IN ({','.join('?' * len(values))})")
+            params.extend(values)
+    return " AND ".join(clauses), params
+
+
+def _chunk(row) -> Chunk:
+    doc_id, idx, text, heading_path, pages, start, end, tokens, content_hash = tuple(row)
+    return Chunk(document_id=doc_id, index=idx, text=text, heading_path=tuple(json.loads(heading_path)),
+                 pages=tuple(json.loads(pages)), char_start=start, char_end=end, token_count=tokens,
+                 content_hash=content_hash)
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration file into statements (no semicolons inside our statements)."""
+    lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
