@@ -48,6 +48,7 @@ class Engine:
     _embedder: object = None
     _llm: object = None
     _llm_built: bool = False
+    _llms: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -74,6 +75,19 @@ class Engine:
             if not self._llm_built:
                 self._llm, self._llm_built = make_llm(self.settings), True
             return self._llm
+
+    def llm_for(self, model: str | None):
+        """The configured LLM, or a client for another model on the same endpoint (an
+        assistant's own model)."""
+        base = self.llm
+        if base is None or not model or model == getattr(base, "model", None):
+            return base
+        with self._lock:
+            if model not in self._llms:
+                from .generate.openai_compat import OpenAICompatLLM
+                self._llms[model] = OpenAICompatLLM(base_url=self.settings.llm_base_url, model=model,
+                                                    api_key=self.settings.llm_api_key)
+            return self._llms[model]
 
     def close(self) -> None:
         self.store.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import retrieve
@@ -16,7 +16,7 @@ from .engine import Engine
 from .errors import GroundworkError, LimitExceeded
 from .storage import sha256
 from .store.sqlite import new_id
-from .types import (DEFAULT_TENANT, Answer, Chunk, Context, ContextItem, Document, Extracted, Hit,
+from .types import (DEFAULT_TENANT, Answer, ChatRequest, Chunk, Context, ContextItem, Document, Extracted, Hit,
                     IngestReport, Message, Scope, SearchMode)
 
 log = logging.getLogger(__name__)
@@ -268,24 +268,79 @@ def ask(engine: Engine, question: str, *, scope: Scope, top_k: int | None = None
 
 def generate_answer(engine: Engine, question: str, context: Context,
                     conversation: Sequence[Message], *, system_prompt: str | None = None,
-                    tools: list[dict] | None = None) -> Answer:
+                    tools: list[dict] | None = None, model: str | None = None) -> Answer:
     """Generate from an assembled context (LLM if configured, else extractive) and
     resolve the [n] markers into citations."""
     from .cite import resolve_citations
 
-    llm = engine.llm
+    llm = engine.llm_for(model)
+    citable = list(context.hits)
+    tenant = next((h.document.tenant for h in (*context.hits, *context.full_hits)), DEFAULT_TENANT)
+    kb_names = {kb.id: kb.name for kb in engine.store.list_kbs(tenant)}
     if llm is None:
         from .generate.extractive import extractive_answer
-        generation = extractive_answer(question, list(context.hits), engine.embedder)
+        citable += context.full_hits  # full texts are quoted through their chunks
+        generation = extractive_answer(question, citable, engine.embedder)
     else:
         from .prompt import build_messages
-        counts = engine.store.chunk_counts(context.hits[0].document.tenant,
-                                           list({h.document.id for h in context.hits})) if context.hits else {}
-        messages = build_messages(context, conversation, system_prompt=system_prompt, chunk_counts=counts)
+        counts = engine.store.chunk_counts(tenant, list({h.document.id for h in context.hits}))
+        messages = build_messages(context, conversation, system_prompt=system_prompt,
+                                  chunk_counts=counts, kb_names=kb_names)
         generation = llm.complete(messages, tools=tools)
-    text, citations, dropped, referenced = resolve_citations(generation.text, list(context.hits))
+    text, citations, dropped, referenced = resolve_citations(generation.text, citable, kb_names=kb_names)
     if dropped:
         log.warning("dropped citation markers with no matching source: %s", dropped)
-    return Answer(text=text, citations=citations, documents_referenced=referenced,
+    used = list(referenced) + [doc.filename for doc, _ in context.full_documents]
+    return Answer(text=text, citations=citations, documents_referenced=tuple(dict.fromkeys(used)),
                   usage=generation.usage, abstained=generation.abstained,
                   escalate=generation.escalate, dropped_markers=dropped, context=context)
+
+
+def chat(engine: Engine, request: ChatRequest, *, tenant: str = DEFAULT_TENANT) -> Answer:
+    """One grounded chat turn over assistants, templates, records, conversations, kbs
+    and attached files (ARCHITECTURE §3), persisted to the conversation."""
+    from . import domain
+    from .context import assemble, build_queries, retrieve_groups
+    from .errors import InvalidRequest
+    from .sources import load_owner, resolve
+
+    store, settings = engine.store, engine.settings
+    if not request.messages:
+        raise InvalidRequest("a chat request needs a message or messages")
+    conversation = load_owner(store, tenant, "conversation", request.conversation_id)
+    assistant_id = request.assistant_id or (conversation.assistant_id if conversation else None)
+    record_id = request.record_id or (conversation.record_id if conversation else None)
+    if conversation and request.record_id and conversation.record_id not in (None, request.record_id):
+        raise InvalidRequest("this conversation belongs to another record")
+    assistant = load_owner(store, tenant, "assistant", assistant_id)
+    template = load_owner(store, tenant, "template", request.template_id)
+    record = load_owner(store, tenant, "record", record_id)
+    if conversation is None:
+        conversation = domain.create(store, tenant, "conversation", assistant_id=assistant_id,
+                                     record_id=record_id)
+    files = (*conversation.files, *domain.file_refs(request.files, default_mode="rag"))
+    if len(files) != len(conversation.files):
+        conversation = domain.update(store, tenant, "conversation", conversation.id,
+                                     files=[{"document_id": f.document_id, "mode": f.mode} for f in files])
+    messages = [*conversation.messages, *request.messages]
+
+    sources = resolve(store, tenant, assistant=assistant, template=template, record=record,
+                      conversation_files=conversation.files, kb_ids=request.kb_ids)
+    queries = build_queries(messages, assistant.query_strategy if assistant else "multi")
+    top_k = (assistant.top_k if assistant and assistant.top_k else settings.top_k)
+    per_group, over_limit = retrieve_groups(store, engine.embedder, sources, queries, top_k=top_k,
+                                            chunk_limit=settings.rag_chunk_limit,
+                                            fusion=assistant.fusion if assistant else "rrf")
+    model = request.model or (assistant.model if assistant else None) or settings.llm_model
+    context = assemble(store, tenant, sources, per_group, budget=settings.context_max_chars(model),
+                       over_limit=over_limit)
+    question = next((m.content for m in reversed(messages) if m.role == "user"), messages[-1].content)
+    tools = None
+    if assistant and assistant.escalation:
+        from .generate import ESCALATE_TOOL
+        tools = [ESCALATE_TOOL]
+    answer = generate_answer(engine, question, context, messages,
+                             system_prompt=assistant.system_prompt if assistant else None,
+                             tools=tools, model=model)
+    domain.append_messages(store, tenant, conversation, [*request.messages, Message("assistant", answer.text)])
+    return replace(answer, conversation_id=conversation.id)

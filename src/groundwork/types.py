@@ -132,6 +132,22 @@ class Message:
 
 
 @dataclass(frozen=True)
+class ChatRequest:
+    """One chat turn: the new message(s) and everything that scopes them. `files` are
+    conversation attachments the caller is already allowed to use (the API checks
+    access tokens before building this)."""
+
+    messages: tuple[Message, ...]
+    assistant_id: str | None = None
+    conversation_id: str | None = None
+    template_id: str | None = None
+    record_id: str | None = None
+    kb_ids: tuple[str, ...] = ()
+    files: tuple = ()  # domain.FileRef
+    model: str | None = None
+
+
+@dataclass(frozen=True)
 class ContextItem:
     """One entry of the context manifest: something included in, or dropped from, the
     prompt, and why."""
@@ -152,6 +168,10 @@ class Context:
 
     hits: tuple[Hit, ...]  # numbered [1..n] in this order
     full_documents: tuple[tuple[Document, str], ...] = ()
+    # retrieved chunks of documents that are in the prompt whole: not rendered again,
+    # but citable by the extractive answerer (numbered after `hits`)
+    full_hits: tuple[Hit, ...] = ()
+    files: tuple[str, ...] = ()  # file names of every attached source, for the file list
     kb_map: str = ""
     graph: str = ""
     included: tuple[ContextItem, ...] = ()

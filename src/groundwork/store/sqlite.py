@@ -297,6 +297,33 @@ class SQLiteStore:
             db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
                            [(model_id, h, dim, v.tobytes()) for h, v in zip(hashes, vectors)])
 
+    # -- domain objects -------------------------------------------------------
+    def put_object(self, tenant: str, kind: str, object_id: str, data: dict) -> None:
+        now = time.time()
+        with self.transaction() as db:
+            db.execute("INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, kind, id) "
+                       "DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at",
+                       (tenant, kind, object_id, json.dumps(data), now, now))
+
+    def get_object(self, tenant: str, kind: str, object_id: str) -> dict:
+        rows = self._query("SELECT data FROM objects WHERE tenant = ? AND kind = ? AND id = ?",
+                           (tenant, kind, object_id))
+        if not rows:
+            raise NotFound(f"{kind} {object_id!r} not found")
+        return json.loads(rows[0][0])
+
+    def list_objects(self, tenant: str, kind: str) -> list[dict]:
+        rows = self._query("SELECT data FROM objects WHERE tenant = ? AND kind = ? ORDER BY created_at, id",
+                           (tenant, kind))
+        return [json.loads(row[0]) for row in rows]
+
+    def delete_object(self, tenant: str, kind: str, object_id: str) -> None:
+        with self.transaction() as db:
+            cur = db.execute("DELETE FROM objects WHERE tenant = ? AND kind = ? AND id = ?",
+                             (tenant, kind, object_id))
+            if cur.rowcount == 0:
+                raise NotFound(f"{kind} {object_id!r} not found")
+
     # -- search -----------------------------------------------------------------
     def vector_search(self, scope: Scope, model_id: str, vector: np.ndarray, k: int) -> list[Hit]:
         index = self._vector_index(model_id)

@@ -1,0 +1,110 @@
+"""The answerer used when no LLM is configured: quote the retrieved sentences that best
+answer the question, each with its chunk's `[n]`, or abstain.
+
+Sentences are scored against the question by cosine similarity of their embeddings (one
+`embed` call for the question and every sentence), blended with the share of the
+question's content words the sentence contains. Below the calibrated threshold the
+answerer says it does not have the information and offers a human instead."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from groundwork.cite import content_words, split_sentences
+from groundwork.embed import Embedder
+from groundwork.prompt import REFUSAL
+from groundwork.types import Generation, Hit, Usage
+
+# Both chosen by bench/calibrate_abstain.py on XQuAD-en (400 questions; answerable = the
+# question's own paragraph + 2 from other articles, unanswerable = 3 from other articles):
+# the weight by calibration-half AUC, the threshold by calibration-half accuracy. Held-out
+# (219 questions): accuracy 0.989, abstention precision 0.982, recall 0.995, 1.8% false
+# abstentions; answers contain the gold answer string in ~90% of answered cases. Topical
+# unanswerable passages (same article) are abstained on only ~half the time at this
+# threshold: see bench/RESULTS.md, "Abstention threshold (extractive answerer)".
+CALIBRATED_THRESHOLD = 0.312
+# Weight of lexical overlap in the sentence score (0 = cosine only).
+LEXICAL_WEIGHT = 0.45
+# Sentences scoring within this margin of the best one may join the answer.
+MARGIN = 0.08
+# Sentence pairs more similar than this count as the same sentence (overlapping chunks).
+DUPLICATE_COSINE = 0.92
+MIN_WORDS = 4  # shorter pieces are headings or fragments, not answers
+
+ESCALATION_OFFER = "I can pass your question to a human colleague if you would like."
+ABSTENTION_TEXT = f"{REFUSAL}. {ESCALATION_OFFER}"
+
+
+@dataclass(frozen=True)
+class ScoredSentence:
+    text: str
+    hit_number: int  # 1-based position of its hit, i.e. its [n]
+    position: int  # order of the sentence inside its chunk
+    score: float
+    cosine: float
+    vector: np.ndarray
+
+
+def lexical_overlap(question_words: set[str], sentence: str) -> float:
+    """Share of the question's content words that the sentence contains."""
+    if not question_words:
+        return 0.0
+    return len(question_words & content_words(sentence)) / len(question_words)
+
+
+def rank_sentences(question: str, hits: Sequence[Hit], embedder: Embedder, *,
+                   lexical_weight: float = LEXICAL_WEIGHT) -> list[ScoredSentence]:
+    """Every sentence of the hits' chunks, best first."""
+    candidates: list[tuple[str, int, int]] = []
+    for number, hit in enumerate(hits, start=1):
+        for position, sentence in enumerate(split_sentences(hit.chunk.text)):
+            if len(sentence.split()) >= MIN_WORDS:
+                candidates.append((sentence, number, position))
+    if not candidates or not question.strip():
+        return []
+    vectors = np.asarray(embedder.embed([question] + [c[0] for c in candidates]),
+                         dtype=np.float32)
+    cosines = vectors[1:] @ vectors[0]
+    question_words = content_words(question)
+    ranked = []
+    for (sentence, number, position), cosine, vector in zip(candidates, cosines, vectors[1:]):
+        lexical = lexical_overlap(question_words, sentence)
+        score = (1 - lexical_weight) * float(cosine) + lexical_weight * lexical
+        ranked.append(ScoredSentence(sentence, number, position, score, float(cosine), vector))
+    ranked.sort(key=lambda s: -s.score)
+    return ranked
+
+
+def select(ranked: Sequence[ScoredSentence], max_sentences: int,
+           margin: float = MARGIN) -> list[ScoredSentence]:
+    """The best sentence plus those close behind it, without near-duplicates, in context
+    order (by hit, then by position in the chunk)."""
+    if not ranked:
+        return []
+    best = ranked[0].score
+    chosen: list[ScoredSentence] = []
+    for sentence in ranked:
+        if len(chosen) >= max_sentences or sentence.score < best - margin:
+            break
+        if any(float(sentence.vector @ c.vector) >= DUPLICATE_COSINE
+               or sentence.text == c.text for c in chosen):
+            continue
+        chosen.append(sentence)
+    return sorted(chosen, key=lambda s: (s.hit_number, s.position))
+
+
+def extractive_answer(question: str, hits: Sequence[Hit], embedder: Embedder, *,
+                      threshold: float = CALIBRATED_THRESHOLD,
+                      max_sentences: int = 3,
+                      lexical_weight: float = LEXICAL_WEIGHT) -> Generation:
+    """Quote up to `max_sentences` supporting sentences, each followed by its `[n]`, or
+    abstain (`abstained=True`) when the best sentence scores below `threshold`."""
+    ranked = rank_sentences(question, hits, embedder, lexical_weight=lexical_weight)
+    if not ranked or ranked[0].score < threshold:
+        return Generation(text=ABSTENTION_TEXT, usage=Usage(), abstained=True)
+    chosen = select(ranked, max_sentences)
+    text = " ".join(f"{s.text} [{s.hit_number}]" for s in chosen)
+    return Generation(text=text, usage=Usage())
