@@ -1,6 +1,5 @@
 """`groundwork`: one command per verb, each a thin layer over `pipeline`."""
 
-from __future__ import annotations
 
 import json
 import sys
@@ -186,6 +185,111 @@ def evaluate(dataset: Annotated[Path, typer.Argument(help="A BEIR-format folder.
         _emit({"dataset": str(dataset), "split": split, "results": results})
     else:
         typer.echo(format_table(results))
+
+
+@app.command()
+def chat(request: Annotated[Path, typer.Option("--request", help="A JSON chat request (the HTTP body).")],
+         data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """One chat turn from a JSON request: messages, assistant, template, record, kbs, files."""
+    from . import pipeline
+    from .output import answer_json
+    from .requests import chat_request
+
+    try:
+        body = json.loads(request.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise GroundworkError(f"{request}: cannot read a JSON request ({exc})") from None
+    engine = _engine(data_dir)
+    answer = pipeline.chat(engine, chat_request(engine.store, body))
+    if as_json:
+        _emit({"conversation_id": answer.conversation_id, **answer_json(answer)})
+        return
+    typer.echo(answer.text)
+    for c in answer.citations:
+        typer.echo(f"  [{c.number}] {c.source} chunk {c.chunk_index}" + (f", page {c.page}" if c.page else ""))
+
+
+def _object_command(kind: str, fields_help: str):
+    sub = typer.Typer(no_args_is_help=True, help=f"Create, update, show and list {kind}s.")
+
+    @sub.command("create")
+    def create(spec: Annotated[str, typer.Argument(help=f"JSON object: {fields_help}")],
+               data_dir: DataDir = None) -> None:
+        """Create from a JSON object (or @file.json)."""
+        from . import domain
+        from .types import DEFAULT_TENANT
+
+        engine = _engine(data_dir)
+        obj = domain.create(engine.store, DEFAULT_TENANT, kind, **_spec(spec))
+        _emit(domain.to_json(obj))
+
+    @sub.command("update")
+    def update(object_id: str, spec: Annotated[str, typer.Argument(help="JSON object of fields to change")],
+               data_dir: DataDir = None) -> None:
+        """Change some fields (JSON object or @file.json)."""
+        from . import domain
+        from .types import DEFAULT_TENANT
+
+        engine = _engine(data_dir)
+        _emit(domain.to_json(domain.update(engine.store, DEFAULT_TENANT, kind, object_id, **_spec(spec))))
+
+    @sub.command("show")
+    def show(object_id: str, data_dir: DataDir = None) -> None:
+        from . import domain
+        from .types import DEFAULT_TENANT
+
+        _emit(domain.to_json(domain.get(_engine(data_dir).store, DEFAULT_TENANT, kind, object_id)))
+
+    @sub.command("list")
+    def list_(data_dir: DataDir = None) -> None:
+        from . import domain
+        from .types import DEFAULT_TENANT
+
+        for obj in domain.list_all(_engine(data_dir).store, DEFAULT_TENANT, kind):
+            _emit(domain.to_json(obj))
+
+    app.add_typer(sub, name=kind)
+
+
+def _spec(spec: str) -> dict:
+    text = Path(spec[1:]).read_text(encoding="utf-8") if spec.startswith("@") else spec
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GroundworkError(f"not a JSON object: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise GroundworkError("expected a JSON object")
+    return data
+
+
+_object_command("assistant", '{"name", "system_prompt", "model", "top_k", "kb_ids", "files": '
+                             '[{"document_id", "mode"}] or [ids], "query_strategy", "fusion", "escalation"}')
+_object_command("template", '{"name", "body", "files"}')
+_object_command("record", '{"name", "files"}')
+
+
+@app.command()
+def add(paths: Annotated[list[Path], typer.Argument(help="Files to store (no kb): attach them by id.")],
+        record: Annotated[Optional[str], typer.Option(help="Ingest as files of this record.")] = None,
+        data_dir: DataDir = None) -> None:
+    """Ingest files outside any kb, to attach to assistants, templates, records or chats.
+    With --record, the files are added to that record (always retrieved, never full)."""
+    from . import domain, pipeline
+    from .types import DEFAULT_TENANT
+
+    engine = _engine(data_dir)
+    if record:
+        domain.get(engine.store, DEFAULT_TENANT, "record", record)
+    reports = pipeline.ingest_paths(engine, pipeline.iter_files(paths), record_id=record)
+    for r in reports:
+        _emit({"filename": r.filename, "document_id": r.document_id, "status": r.status, "error": r.error})
+    ok = [r.document_id for r in reports if r.status != "failed"]
+    if record and ok:
+        current = domain.get(engine.store, DEFAULT_TENANT, "record", record)
+        files = [*(f.document_id for f in current.files), *(d for d in ok if d not in {f.document_id for f in current.files})]
+        domain.update(engine.store, DEFAULT_TENANT, "record", record, files=files)
+    if len(ok) < len(reports):
+        raise typer.Exit(1)
 
 
 @kb_app.command("list")

@@ -104,6 +104,11 @@ def _to_data(obj) -> dict:
     return asdict(obj)
 
 
+def to_json(obj) -> dict:
+    """The JSON shape of a domain object (as stored, and as the API and CLI show it)."""
+    return _to_data(obj)
+
+
 def _from_data(kind: str, data: dict):
     cls = KINDS[kind]
     names = {f.name for f in fields(cls)}
