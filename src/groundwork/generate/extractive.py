@@ -28,8 +28,10 @@ from groundwork.types import Generation, Hit, Usage
 CALIBRATED_THRESHOLD = 0.312
 # Weight of lexical overlap in the sentence score (0 = cosine only).
 LEXICAL_WEIGHT = 0.45
-# Sentences scoring within this margin of the best one may join the answer.
-MARGIN = 0.08
+# A sentence may join the answer when it scores at least this share of the best one (and
+# above the threshold): questions often need two or three facts ("potassium and
+# creatinine"), each in its own sentence.
+RELATIVE = 0.6
 # Sentence pairs more similar than this count as the same sentence (overlapping chunks).
 DUPLICATE_COSINE = 0.92
 MIN_WORDS = 4  # shorter pieces are headings or fragments, not answers
@@ -78,16 +80,16 @@ def rank_sentences(question: str, hits: Sequence[Hit], embedder: Embedder, *,
     return ranked
 
 
-def select(ranked: Sequence[ScoredSentence], max_sentences: int,
-           margin: float = MARGIN) -> list[ScoredSentence]:
+def select(ranked: Sequence[ScoredSentence], max_sentences: int, *, threshold: float = 0.0,
+           relative: float = RELATIVE) -> list[ScoredSentence]:
     """The best sentence plus those close behind it, without near-duplicates, in context
     order (by hit, then by position in the chunk)."""
     if not ranked:
         return []
-    best = ranked[0].score
+    floor = max(threshold, relative * ranked[0].score)
     chosen: list[ScoredSentence] = []
     for sentence in ranked:
-        if len(chosen) >= max_sentences or sentence.score < best - margin:
+        if len(chosen) >= max_sentences or sentence.score < floor:
             break
         if any(float(sentence.vector @ c.vector) >= DUPLICATE_COSINE
                or sentence.text == c.text for c in chosen):
@@ -105,6 +107,6 @@ def extractive_answer(question: str, hits: Sequence[Hit], embedder: Embedder, *,
     ranked = rank_sentences(question, hits, embedder, lexical_weight=lexical_weight)
     if not ranked or ranked[0].score < threshold:
         return Generation(text=ABSTENTION_TEXT, usage=Usage(), abstained=True)
-    chosen = select(ranked, max_sentences)
+    chosen = select(ranked, max_sentences, threshold=threshold)
     text = " ".join(f"{s.text} [{s.hit_number}]" for s in chosen)
     return Generation(text=text, usage=Usage())
