@@ -151,3 +151,28 @@ def test_every_format_ingests_with_pages(engine, kb, scope, tmp_path):
     assert hits[0].document.filename == "guide.pdf" and hits[0].chunk.pages == (1, 2)
     scanned = next(r for r in reports if r.filename == "scan.png")
     assert engine.store.get_progress(DEFAULT_TENANT, scanned.document_id)["ocr_pages"] == [1]
+
+
+def test_ask_through_an_openai_compatible_server(tmp_path, embedder):
+    from fake_openai import serve_fake_openai
+    from groundwork.config import load_settings
+    from groundwork.engine import Engine
+
+    def reply(body):
+        return "Refunds take up to 5 business days [1]. Shipping is worldwide [7]."
+
+    with serve_fake_openai(reply) as server:
+        engine = Engine.open(load_settings(home=tmp_path / "h", llm_base_url=server, llm_model="gpt-4o-mini",
+                                           llm_api_key="sk-local"), embedder=embedder)
+        kb = engine.store.create_kb(DEFAULT_TENANT, "support")
+        pipeline.ingest_paths(engine, [write(tmp_path, "refunds.md", REFUNDS)], kb_id=kb.id)
+        answer = pipeline.ask(engine, "How fast are refunds?", scope=Scope(kb_ids=(kb.id,)), top_k=2)
+        sent = server.requests[-1]
+    assert sent["model"] == "gpt-4o-mini"
+    assert sent["messages"][0]["role"] == "system" and "---KNOWLEDGE BASE CONTEXT---" in sent["messages"][0]["content"]
+    assert sent["messages"][-1] == {"role": "user", "content": "How fast are refunds?"}
+    assert answer.usage.total_tokens > 0 and answer.usage.input_tokens > 0
+    assert answer.dropped_markers == (7,) and "[7]" not in answer.text
+    (citation,) = answer.citations
+    assert (citation.number, citation.filename, citation.chunk_index) == (1, "refunds.md", answer.context.hits[0].chunk.index)
+    assert citation.verified and answer.documents_referenced == ("refunds.md",)
