@@ -4,6 +4,7 @@ server per test session, a fresh database per test. Test modules import the fixt
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import uuid
@@ -15,9 +16,16 @@ import pytest
 from groundwork.pgserver import UNSAFE_FAST, start_embedded
 
 
+def _scratch() -> str | None:
+    """tmpfs when there is one: initdb and deleting the data directory take ~8 s less
+    than on the disk-backed /tmp of our machines."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
 @pytest.fixture(scope="session")
 def pg_server():
-    base = Path(tempfile.mkdtemp(prefix="groundwork-pg-"))
+    base = Path(tempfile.mkdtemp(prefix="groundwork-pg-", dir=_scratch()))
     server = start_embedded(base / "data", settings=UNSAFE_FAST, delete_on_stop=True)
     yield server
     server.stop()

@@ -17,7 +17,7 @@ from pg_fixtures import pg_server, pg_url  # noqa: F401 - server per session, da
 N, DIM, K = 20_000, 384, 10
 SMALL = np.arange(0, N, 100)  # tenant "small" owns 1% of the rows, spread over the graph
 # A coarse graph builds in seconds; recall is not what these tests measure.
-FAST_HNSW = {"hnsw_m": 8, "hnsw_ef_construction": 24}
+FAST_HNSW = {"hnsw_m": 8, "hnsw_ef_construction": 16}
 
 
 def add_document(store, tenant: str, doc_id: str, rows) -> None:
@@ -54,14 +54,16 @@ def test_filtered_hnsw_returns_full_top_k_with_iterative_scan(loaded, pg_url):
     query = rng.standard_normal(DIM).astype(np.float32)
     query /= np.linalg.norm(query)
 
-    # The store as configured: the planner may scan a tiny tenant exactly; either way, k rows.
+    # As configured, a scope of at most `exact_below` (1,000) chunks is searched exactly.
     hits = store.vector_search(Scope("small"), "m", query, K)
     assert len(hits) == K and {h.document.tenant for h in hits} == {"small"}
     assert [h.chunk.content_hash for h in hits] == exact_top(vectors, SMALL, query)
+    plan = store.explain_vector_search(Scope("small"), "m", query, K)["plan"]
+    assert "cosine_distance(e.embedding, $vector)" in plan and "_hnsw" not in plan
 
-    # Force the HNSW plan under the 1% filter (no Sort allowed): without iterative scans it
-    # stops after ef_search candidates and returns ~1 row; with them, a full top k.
-    forced = {"search_settings": {"enable_sort": "off"}, **FAST_HNSW}
+    # Force the HNSW plan under the 1% filter (no exact path, no Sort allowed): without
+    # iterative scans it stops after ef_search candidates and returns ~1 row; with them, k.
+    forced = {"exact_below": 0, "search_settings": {"enable_sort": "off"}, **FAST_HNSW}
     plain = PostgresStore(pg_url, iterative_scan="off", **forced)
     iterative = PostgresStore(pg_url, **forced)
     try:

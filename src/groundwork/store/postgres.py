@@ -1,29 +1,29 @@
 """The store at scale: PostgreSQL with pgvector, over a psycopg 3 connection pool.
 
-Same tables and semantics as the SQLite store, with every tenant row carrying `tenant`
-and every query filtering on it in SQL. Full text is a generated `tsvector` column over
-heading path + text with a GIN index, ranked by `ts_rank_cd`.
+Same tables and semantics as the SQLite store; every tenant row carries `tenant` and
+every query filters on it in SQL. Full text: a generated `tsvector` column over heading
+path + text, GIN index, `ts_rank_cd`.
 
-Vectors: embeddings are keyed by (model id, chunk content hash), as in SQLite, but an
-HNSW index needs a column of one fixed dimension, so each embedding model gets its own
-table `embeddings_<sha256(model_id)[:16]>` (content_hash PRIMARY KEY, embedding
-vector(dim)), created on the model's first `put_embeddings` and registered in
-`embedding_models(model_id, dim, table_name)`. The HNSW index (`vector_cosine_ops`) is
-built after that first batch is copied in (a bulk build is several times faster than
-inserting into an existing graph); later batches update it row by row. Models above
-2,000 dimensions get no index (pgvector's HNSW limit) and are searched exactly.
+Vectors are keyed by (model id, chunk content hash) as in SQLite, but HNSW needs a
+column of one fixed dimension, so each model gets its own table
+`embeddings_<sha256(model_id)[:16]>` (content_hash PRIMARY KEY, embedding vector(dim)),
+created on the model's first `put_embeddings` and registered in `embedding_models`. Its
+HNSW index (`vector_cosine_ops`) is built after that first batch is copied in (a bulk
+build is several times faster than growing the graph row by row). Above 2,000
+dimensions (pgvector's HNSW limit) there is no index and search is exact. Embeddings
+carry no tenant (the protocol shares them by content hash); tenant isolation of vectors
+comes from the join to chunks.
 
-Vector search joins chunks to the model's table on content_hash, the scope in the WHERE
-clause, `ORDER BY embedding <=> q LIMIT k` (score = 1 - cosine distance). A plain HNSW
-scan stops after `ef_search` candidates, so a selective filter (a small tenant, one
-record) would return fewer than k rows; each search transaction therefore sets pgvector
-0.8's iterative scan (`hnsw.iterative_scan`, default relaxed_order, results re-sorted),
-`hnsw.max_scan_tuples` and `hnsw.ef_search` with SET LOCAL. Search statements are not
-prepared, so the planner sees the real scope values and may prefer an exact scan of a
-tiny tenant's rows. `explain_vector_search` shows the settings and plan in effect.
-
-Embeddings carry no tenant (the Store protocol keys them by model and content hash,
-shared like in SQLite); tenant isolation of vectors comes from the join to chunks.
+Search joins chunks to the model's table on content_hash with the scope in the WHERE
+clause, `ORDER BY embedding <=> q LIMIT k`, score = 1 - cosine distance. A plain HNSW
+scan stops after `ef_search` candidates, so a selective scope would get fewer than k
+rows: each search transaction sets pgvector 0.8's `hnsw.iterative_scan` (relaxed_order
+by default, rows re-sorted), `hnsw.max_scan_tuples` and `hnsw.ef_search`. Iterative
+scans under a 1% filter still lose recall (0.8 at 100k in bench/), so a scope of at
+most `exact_below` chunks (a count that stops there decides) is ranked exactly with
+cosine_distance(), which no index serves: documents, records, small tenants. Search
+statements are never prepared, so the planner always sees the real scope.
+`explain_vector_search` shows the settings and plan in effect.
 """
 
 from __future__ import annotations
@@ -90,16 +90,17 @@ def migrate(url: str) -> list[str]:
 class PostgresStore:
     def __init__(self, url: str, *, pool_size: int = 8, ef_search: int = 100,
                  iterative_scan: str = "relaxed_order", max_scan_tuples: int = 20_000,
-                 hnsw_m: int = 16, hnsw_ef_construction: int = 64,
+                 hnsw_m: int = 16, hnsw_ef_construction: int = 64, exact_below: int = 1000,
                  search_settings: Mapping[str, str] | None = None) -> None:
-        """`search_settings`: further settings for each search transaction (e.g.
-        hnsw.scan_mem_multiplier, work_mem)."""
+        """`exact_below`: scopes of at most this many chunks are searched exactly (0: never
+        force it). `search_settings`: more settings for each search transaction."""
         if iterative_scan not in _ITERATIVE_MODES:
             raise ConfigError(f"iterative_scan must be one of {_ITERATIVE_MODES}, got {iterative_scan!r}")
         self.url = url
         self.search_settings = {"hnsw.ef_search": str(int(ef_search)), "hnsw.iterative_scan": iterative_scan,
                                 "hnsw.max_scan_tuples": str(int(max_scan_tuples)), **(search_settings or {})}
         self._hnsw = (int(hnsw_m), int(hnsw_ef_construction))
+        self.exact_below = int(exact_below)
         self._models: dict[str, tuple[str, int]] = {}  # model id -> (table, dim); never change
         self.migrate()  # before the pool: register_vector needs the extension to exist
         self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
@@ -117,10 +118,6 @@ class PostgresStore:
         try:
             with self._pool.connection() as conn:
                 yield conn
-        except psycopg.errors.UniqueViolation as exc:
-            if exc.diag.constraint_name == "kbs_tenant_name_key":
-                raise InvalidRequest("a knowledge base with that name already exists") from None
-            raise StoreError(f"query failed: {exc}") from None
         except psycopg.Error as exc:
             raise StoreError(f"query failed: {exc}") from None
 
@@ -134,6 +131,17 @@ class PostgresStore:
         with self._conn() as conn:
             return conn.execute(query, params).fetchall()
 
+    def _one(self, query, params: Sequence, missing: str) -> tuple:
+        rows = self._rows(query, params)
+        if not rows:
+            raise NotFound(missing)
+        return rows[0]
+
+    def _change(self, query, params: Sequence, missing: str) -> None:
+        with self._conn() as conn:
+            if conn.execute(query, params).rowcount == 0:
+                raise NotFound(missing)
+
     def migrate(self) -> list[str]:
         """Apply the numbered migrations not yet applied; returns their names."""
         return migrate(self.url)
@@ -145,15 +153,17 @@ class PostgresStore:
     def create_kb(self, tenant: str, name: str, description: str = "") -> KnowledgeBase:
         kb = KnowledgeBase(new_id("kb"), tenant, name, description, time.time())
         with self._conn() as conn:
-            conn.execute("INSERT INTO kbs VALUES (%s, %s, %s, %s, %s)", (kb.id, tenant, name, description, kb.created_at))
+            try:
+                conn.execute("INSERT INTO kbs VALUES (%s, %s, %s, %s, %s)",
+                             (kb.id, tenant, name, description, kb.created_at))
+            except psycopg.errors.UniqueViolation:
+                raise InvalidRequest(f"knowledge base {name!r} already exists") from None
         return kb
 
     def get_kb(self, tenant: str, name_or_id: str) -> KnowledgeBase:
-        rows = self._rows("SELECT id, tenant, name, description, created_at FROM kbs "
-                          "WHERE tenant = %s AND (id = %s OR name = %s)", (tenant, name_or_id, name_or_id))
-        if not rows:
-            raise NotFound(f"knowledge base {name_or_id!r} not found")
-        return KnowledgeBase(*rows[0])
+        return KnowledgeBase(*self._one("SELECT id, tenant, name, description, created_at FROM kbs WHERE "
+                                        "tenant = %s AND (id = %s OR name = %s)", (tenant, name_or_id, name_or_id),
+                                        f"knowledge base {name_or_id!r} not found"))
 
     def list_kbs(self, tenant: str) -> list[KnowledgeBase]:
         rows = self._rows("SELECT id, tenant, name, description, created_at FROM kbs "
@@ -189,20 +199,13 @@ class PostgresStore:
                 raise InvalidRequest(f"document id {d.id!r} is already in use")
 
     def get_document(self, tenant: str, document_id: str) -> Document:
-        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = %s AND id = %s",
-                          (tenant, document_id))
-        if not rows:
-            raise NotFound(f"document {document_id!r} not found")
-        return Document(*rows[0])
+        return Document(*self._one(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = %s AND id = %s",
+                                   (tenant, document_id), f"document {document_id!r} not found"))
 
     def find_document(self, tenant: str, kb_id: str | None, *, source_key: str | None = None,
                       content_hash: str | None = None) -> Document | None:
-        clauses, params = ["tenant = %s"], [tenant]
-        if kb_id is None:
-            clauses.append("kb_id IS NULL")
-        else:
-            clauses.append("kb_id = %s")
-            params.append(kb_id)
+        clauses = ["tenant = %s", "kb_id IS NULL" if kb_id is None else "kb_id = %s"]
+        params = [tenant] if kb_id is None else [tenant, kb_id]
         for column, value in (("source_key", source_key), ("content_hash", content_hash)):
             if value is not None:
                 clauses.append(f"{column} = %s")
@@ -212,29 +215,20 @@ class PostgresStore:
         return Document(*rows[0]) if rows else None
 
     def list_documents(self, tenant: str, kb_id: str | None = None) -> list[Document]:
-        if kb_id is None:
-            rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = %s "
-                              "ORDER BY created_at", (tenant,))
-        else:
-            rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = %s AND kb_id = %s "
-                              "ORDER BY created_at", (tenant, kb_id))
+        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = %s "
+                          "AND (%s::text IS NULL OR kb_id = %s) ORDER BY created_at", (tenant, kb_id, kb_id))
         return [Document(*row) for row in rows]
 
     def set_status(self, tenant: str, document_id: str, status: str, *,
                    error: str | None = None, progress: dict | None = None) -> None:
-        with self._conn() as conn:
-            cur = conn.execute("UPDATE documents SET status = %s, error = %s, updated_at = %s, "
-                               "progress = COALESCE(%s::jsonb, progress) WHERE tenant = %s AND id = %s",
-                               (status, error, time.time(), Jsonb(progress) if progress is not None else None,
-                                tenant, document_id))
-            if cur.rowcount == 0:
-                raise NotFound(f"document {document_id!r} not found")
+        self._change("UPDATE documents SET status = %s, error = %s, updated_at = %s, "
+                     "progress = COALESCE(%s::jsonb, progress) WHERE tenant = %s AND id = %s",
+                     (status, error, time.time(), Jsonb(progress) if progress is not None else None,
+                      tenant, document_id), f"document {document_id!r} not found")
 
     def get_progress(self, tenant: str, document_id: str) -> dict:
-        rows = self._rows("SELECT progress FROM documents WHERE tenant = %s AND id = %s", (tenant, document_id))
-        if not rows:
-            raise NotFound(f"document {document_id!r} not found")
-        return rows[0][0]
+        return self._one("SELECT progress FROM documents WHERE tenant = %s AND id = %s", (tenant, document_id),
+                         f"document {document_id!r} not found")[0]
 
     def delete_document(self, tenant: str, document_id: str) -> None:
         """Forget a document: its row, text, chunks (and so their full text) and the
@@ -249,19 +243,14 @@ class PostgresStore:
 
     # -- content ----------------------------------------------------------------
     def put_text(self, tenant: str, document_id: str, text: str) -> None:
-        with self._conn() as conn:
-            cur = conn.execute("INSERT INTO document_texts (document_id, tenant, text) SELECT id, tenant, %s "
-                               "FROM documents WHERE tenant = %s AND id = %s ON CONFLICT (document_id) "
-                               "DO UPDATE SET text = excluded.text", (text, tenant, document_id))
-            if cur.rowcount == 0:
-                raise NotFound(f"document {document_id!r} not found")
+        self._change("INSERT INTO document_texts (document_id, tenant, text) SELECT id, tenant, %s "
+                     "FROM documents WHERE tenant = %s AND id = %s ON CONFLICT (document_id) "
+                     "DO UPDATE SET text = excluded.text", (text, tenant, document_id),
+                     f"document {document_id!r} not found")
 
     def get_text(self, tenant: str, document_id: str) -> str:
-        rows = self._rows("SELECT text FROM document_texts WHERE tenant = %s AND document_id = %s",
-                          (tenant, document_id))
-        if not rows:
-            raise NotFound(f"no extracted text for document {document_id!r}")
-        return rows[0][0]
+        return self._one("SELECT text FROM document_texts WHERE tenant = %s AND document_id = %s",
+                         (tenant, document_id), f"no extracted text for document {document_id!r}")[0]
 
     def replace_chunks(self, tenant: str, document_id: str, chunks: Sequence[Chunk]) -> None:
         with self.transaction() as conn:
@@ -374,11 +363,8 @@ class PostgresStore:
                          (tenant, kind, object_id, Jsonb(data), now, now))
 
     def get_object(self, tenant: str, kind: str, object_id: str) -> dict:
-        rows = self._rows("SELECT data FROM objects WHERE tenant = %s AND kind = %s AND id = %s",
-                          (tenant, kind, object_id))
-        if not rows:
-            raise NotFound(f"{kind} {object_id!r} not found")
-        return rows[0][0]
+        return self._one("SELECT data FROM objects WHERE tenant = %s AND kind = %s AND id = %s",
+                         (tenant, kind, object_id), f"{kind} {object_id!r} not found")[0]
 
     def list_objects(self, tenant: str, kind: str) -> list[dict]:
         rows = self._rows("SELECT data FROM objects WHERE tenant = %s AND kind = %s ORDER BY created_at, id",
@@ -386,40 +372,46 @@ class PostgresStore:
         return [row[0] for row in rows]
 
     def delete_object(self, tenant: str, kind: str, object_id: str) -> None:
-        with self._conn() as conn:
-            cur = conn.execute("DELETE FROM objects WHERE tenant = %s AND kind = %s AND id = %s",
-                               (tenant, kind, object_id))
-            if cur.rowcount == 0:
-                raise NotFound(f"{kind} {object_id!r} not found")
+        self._change("DELETE FROM objects WHERE tenant = %s AND kind = %s AND id = %s",
+                     (tenant, kind, object_id), f"{kind} {object_id!r} not found")
 
     # -- search -----------------------------------------------------------------
-    def _apply_search_settings(self, conn) -> None:
-        """SET LOCAL for this transaction only (set_config(..., true)), so pooled
-        connections never carry them elsewhere."""
-        conn.execute("SELECT set_config(name, value, true) FROM unnest(%s::text[], %s::text[]) AS s(name, value)",
-                     (list(self.search_settings), list(self.search_settings.values())))
+    @contextmanager
+    def _vector_search(self, scope: Scope, model_id: str, vector: np.ndarray, k: int):
+        """A search transaction with the search settings SET LOCAL (so pooled connections
+        never carry them elsewhere); yields (conn, ranking query, params), or None when
+        nothing can match."""
+        with self.transaction() as conn:
+            model = self._model(conn, model_id)
+            if model is None or k <= 0 or _nothing(scope):
+                yield None
+                return
+            vector = np.asarray(vector, dtype=np.float32).ravel()
+            if len(vector) != model[1]:
+                raise StoreError(f"model {model_id} has dimension {model[1]} in this store, got {len(vector)}")
+            conn.execute("SELECT set_config(name, value, true) FROM unnest(%s::text[], %s::text[]) "
+                         "AS s(name, value)", (list(self.search_settings), list(self.search_settings.values())))
+            where, params = _scope_sql(scope)
+            # cosine_distance() is <=> that no index serves: an exact scan of a small scope.
+            distance = "cosine_distance(e.embedding, %s)" if self._small(conn, where, params) else "e.embedding <=> %s"
+            query = sql.SQL(f"SELECT c.id, {distance} AS distance FROM {{}} e JOIN chunks c "
+                            f"ON c.content_hash = e.content_hash WHERE {where} "
+                            "ORDER BY distance LIMIT %s").format(sql.Identifier(model[0]))
+            yield conn, query, [vector, *params, k]
 
-    def _vector_query(self, conn, scope: Scope, model_id: str, vector: np.ndarray, k: int):
-        """(ranking query, params), or None when nothing can match."""
-        model = self._model(conn, model_id)
-        if model is None or k <= 0 or _nothing(scope):
-            return None
-        vector = np.asarray(vector, dtype=np.float32).ravel()
-        if len(vector) != model[1]:
-            raise StoreError(f"model {model_id} has dimension {model[1]} in this store, got {len(vector)}")
-        where, params = _scope_sql(scope)
-        query = sql.SQL("SELECT c.id, e.embedding <=> %s AS distance FROM {} e JOIN chunks c "
-                        f"ON c.content_hash = e.content_hash WHERE {where} "
-                        "ORDER BY e.embedding <=> %s LIMIT %s").format(sql.Identifier(model[0]))
-        return query, [vector, *params, vector, k]
+    def _small(self, conn, where: str, params: list) -> bool:
+        """Whether the scope holds at most `exact_below` chunks (counting no further)."""
+        if self.exact_below <= 0:
+            return False
+        count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT %s) s",
+                             [*params, self.exact_below + 1], prepare=False).fetchone()[0]
+        return count <= self.exact_below
 
     def vector_search(self, scope: Scope, model_id: str, vector: np.ndarray, k: int) -> list[Hit]:
-        with self.transaction() as conn:
-            built = self._vector_query(conn, scope, model_id, vector, k)
-            if built is None:
+        with self._vector_search(scope, model_id, vector, k) as search:
+            if search is None:
                 return []
-            self._apply_search_settings(conn)
-            ranked, params = built
+            conn, ranked, params = search
             # relaxed_order may return the k rows slightly out of order: re-sort them.
             rows = conn.execute(sql.SQL("WITH ranked AS MATERIALIZED ({}) SELECT {}, 1 - r.distance FROM ranked r "
                                         "JOIN chunks c ON c.id = r.id JOIN documents d ON d.id = c.document_id "
@@ -429,20 +421,17 @@ class PostgresStore:
 
     def explain_vector_search(self, scope: Scope, model_id: str, vector: np.ndarray, k: int, *,
                               analyze: bool = True) -> dict:
-        """The search settings and the plan of `vector_search`'s ranking query, read inside
-        one search transaction: {"settings": {name: value}, "plan": text}."""
-        with self.transaction() as conn:
-            built = self._vector_query(conn, scope, model_id, vector, k)
-            if built is None:
+        """The settings in effect and the plan of `vector_search`'s ranking query, both read
+        inside one search transaction: {"settings": {name: value}, "plan": text}."""
+        with self._vector_search(scope, model_id, vector, k) as search:
+            if search is None:
                 return {"settings": {}, "plan": ""}
-            self._apply_search_settings(conn)
-            ranked, params = built
+            conn, ranked, params = search
             explain = sql.SQL("EXPLAIN (ANALYZE) {}" if analyze else "EXPLAIN {}").format(ranked)
-            plan = "\n".join(_VECTOR_LITERAL.sub("$vector", r[0])
-                             for r in conn.execute(explain, params, prepare=False))
+            plan = [_VECTOR_LITERAL.sub("$vector", r[0]) for r in conn.execute(explain, params, prepare=False)]
             settings = {name: conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0]
                         for name in self.search_settings}
-        return {"settings": settings, "plan": plan}
+        return {"settings": settings, "plan": "\n".join(plan)}
 
     def text_search(self, scope: Scope, query: str, k: int) -> list[Hit]:
         tsquery = _tsquery(query)

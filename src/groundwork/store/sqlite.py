@@ -331,7 +331,12 @@ class SQLiteStore:
         candidates = np.flatnonzero(mask)
         if not len(candidates) or k <= 0:
             return []
-        scores = index.matrix[candidates] @ np.asarray(vector, dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
+        if len(candidates) * 8 > len(index.rowids):
+            # A broad scope: one matrix-vector product beats copying most rows out first.
+            scores = (index.matrix @ query)[candidates]
+        else:
+            scores = index.matrix[candidates] @ query
         take = min(k, len(candidates))
         top = np.argpartition(-scores, take - 1)[:take]
         top = top[np.argsort(-scores[top])]
