@@ -160,13 +160,20 @@ def ask(question: Annotated[Optional[str], typer.Argument()] = None, kb: KbName 
 
 @app.command()
 def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
-          port: Annotated[int, typer.Option()] = 8000, data_dir: DataDir = None) -> None:
-    """Serve the HTTP API and the web UI."""
+          port: Annotated[int, typer.Option()] = 8000, data_dir: DataDir = None,
+          workers: Annotated[int, typer.Option(help="Ingestion worker threads (0: run `groundwork worker`).")] = 2
+          ) -> None:
+    """Serve the HTTP API and the web UI. On a loopback address with no API key
+    created, it serves one local tenant without keys; otherwise every request needs
+    `Authorization: Bearer <key>` (`groundwork keys create`)."""
     import uvicorn
 
     from .api.app import create_app
+    from .api.deps import is_loopback
 
-    uvicorn.run(create_app(_engine(data_dir)), host=host, port=port, log_level="info")
+    app = create_app(_engine(data_dir), open_access=is_loopback(host), start_workers=workers > 0,
+                     workers=max(workers, 1))
+    uvicorn.run(app, host=host, port=port, log_level="info")
 
 
 @app.command(name="eval")
@@ -318,6 +325,127 @@ def kb_delete(name: str, data_dir: DataDir = None) -> None:
     for document in engine.store.list_documents(DEFAULT_TENANT, found.id):
         engine.storage.delete(DEFAULT_TENANT, document.id)
     engine.store.delete_kb(DEFAULT_TENANT, found.id)
+
+
+keys_app = typer.Typer(no_args_is_help=True, help="API keys: one or more per tenant.")
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+def keys_create(tenant: Annotated[str, typer.Option("--tenant", help="The tenant the key acts as.")],
+                data_dir: DataDir = None) -> None:
+    """Create a key and print it (once: only its hash is stored)."""
+    from .access import create_api_key
+
+    key_id, key = create_api_key(_engine(data_dir).store, tenant)
+    typer.echo(f"key id {key_id} for tenant {tenant}:", err=True)
+    typer.echo(key)
+
+
+@keys_app.command("list")
+def keys_list(data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """Key ids and tenants (never the keys)."""
+    from .access import list_api_keys
+
+    for item in list_api_keys(_engine(data_dir).store):
+        if as_json:
+            _emit(item)
+        else:
+            typer.echo(f"{item['id']}\t{item['tenant']}")
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="Key id (or its first 8+ characters).")],
+                data_dir: DataDir = None) -> None:
+    from .access import revoke_api_key
+
+    tenant = revoke_api_key(_engine(data_dir).store, key_id)
+    typer.echo(f"revoked {key_id} (tenant {tenant})", err=True)
+
+
+@app.command()
+def worker(data_dir: DataDir = None,
+           threads: Annotated[int, typer.Option(help="Worker threads.")] = 2,
+           once: Annotated[bool, typer.Option(help="Process what is due, then exit.")] = False) -> None:
+    """Run the ingestion workers without the API (next to `serve --workers 0`)."""
+    import signal
+    import threading
+
+    from .jobs import WorkerPool, open_queue
+
+    engine = _engine(data_dir)
+    pool = WorkerPool(engine, open_queue(engine), workers=threads)
+    if once:
+        pool.recover()
+        pool.drain()
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    pool.start()
+    typer.echo(f"worker {pool.owner}: {threads} threads; Ctrl-C to stop", err=True)
+    stop.wait()
+    pool.stop()
+
+
+def _settings(data_dir: Path | None):
+    from .config import load_settings
+
+    return load_settings(**({"home": data_dir} if data_dir else {}))
+
+
+def _redacted(url: str) -> str:
+    import re
+
+    return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+
+
+@app.command()
+def migrate(data_dir: DataDir = None) -> None:
+    """Apply pending schema migrations to the configured database (GROUNDWORK_DATABASE_URL,
+    else the SQLite file under GROUNDWORK_HOME) and print what was applied."""
+    from .store import open_store
+
+    settings = _settings(data_dir)
+    store = open_store(settings)  # opening a store applies what is pending
+    applied = store.applied_migrations
+    store.close()
+    where = _redacted(settings.database_url) if settings.database_url else str(Path(settings.home) / "groundwork.db")
+    for name in applied:
+        typer.echo(f"applied {name}")
+    typer.echo(f"{where}: {len(applied)} migrations applied" if applied else f"{where}: up to date")
+
+
+@app.command(name="copy")
+def copy_(source: Annotated[str, typer.Option("--from", help="A GROUNDWORK_HOME folder (embedded SQLite and its "
+                                                             "originals), sqlite:///FILE or postgresql://...")],
+          target: Annotated[str, typer.Option("--to", help="The same forms. With a URL, originals go to the "
+                                                           "configured storage (GROUNDWORK_STORAGE, --data-dir).")],
+          kbs: Annotated[Optional[list[str]], typer.Option("--kb", help="Only these knowledge bases.")] = None,
+          tenants: Annotated[Optional[list[str]], typer.Option("--tenant", help="Only these tenants (default: the "
+                                                               "default tenant and every tenant with an API key).")] = None,
+          data_dir: DataDir = None) -> None:
+    """Copy knowledge bases with their documents, chunks, embeddings (of every model),
+    assistants/templates/records/conversations and originals to another store, under the
+    same ids and without re-embedding. Safe to run again."""
+    from .transfer import copy_data, open_side
+
+    base = _settings(data_dir)
+    src = open_side(base, source, must_exist=True)
+    try:
+        dst = open_side(base, target)
+        try:
+            report = copy_data(src, dst, tenants=tenants or None, kb_names=kbs or (),
+                               log=lambda line: typer.echo(line, err=True))
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    vectors = ", ".join(f"{n} {model}" for model, n in report.embeddings.items()) or "none"
+    typer.echo(f"copied {report.kbs} knowledge bases, {report.documents} documents, {report.chunks} chunks, "
+               f"{report.objects} objects, {report.originals} originals; vectors: {vectors}")
+    if report.missing_originals:
+        typer.echo(f"{len(report.missing_originals)} documents had no original in the source", err=True)
 
 
 def main() -> None:

@@ -67,6 +67,32 @@ class Settings(BaseSettings):
     max_upload_files: int = Field(5, ge=1, le=1000, validation_alias="GROUNDWORK_MAX_UPLOAD_FILES")
     max_upload_bytes: int = Field(50 * 1024 * 1024, ge=1, validation_alias="GROUNDWORK_MAX_UPLOAD_BYTES")
 
+    # originals storage: a local directory under GROUNDWORK_HOME, or S3-compatible object
+    # storage (credentials from these fields, else boto3's usual chain); the quota caps
+    # the bytes of originals one tenant may keep (checked before an upload is stored).
+    storage: Literal["local", "s3"] = Field("local", validation_alias="GROUNDWORK_STORAGE")
+    s3_bucket: str | None = Field(None, validation_alias="GROUNDWORK_S3_BUCKET")
+    s3_prefix: str = Field("originals/", validation_alias="GROUNDWORK_S3_PREFIX")
+    s3_endpoint_url: str | None = Field(None, validation_alias="GROUNDWORK_S3_ENDPOINT_URL")
+    s3_region: str | None = Field(None, validation_alias="GROUNDWORK_S3_REGION")
+    s3_access_key_id: str | None = Field(None, validation_alias="GROUNDWORK_S3_ACCESS_KEY_ID")
+    s3_secret_access_key: str | None = Field(None, validation_alias="GROUNDWORK_S3_SECRET_ACCESS_KEY")
+    tenant_quota_bytes: int = Field(5 * 1024 ** 3, ge=1, validation_alias="GROUNDWORK_TENANT_QUOTA_BYTES")
+
+    # PostgreSQL (used only with a postgresql:// GROUNDWORK_DATABASE_URL): connections per
+    # process; HNSW build parameters (apply to a model's index when it is created);
+    # search-time candidates and pgvector's iterative scans for filtered searches; scopes
+    # of at most `pg_exact_below` chunks are ranked exactly (0: always use the index).
+    pg_pool_size: int = Field(8, ge=1, le=1000, validation_alias="GROUNDWORK_PG_POOL_SIZE")
+    pg_hnsw_m: int = Field(16, ge=2, le=100, validation_alias="GROUNDWORK_PG_HNSW_M")
+    pg_hnsw_ef_construction: int = Field(64, ge=4, le=1000,
+                                         validation_alias="GROUNDWORK_PG_HNSW_EF_CONSTRUCTION")
+    pg_ef_search: int = Field(100, ge=1, le=1000, validation_alias="GROUNDWORK_PG_EF_SEARCH")
+    pg_iterative_scan: Literal["off", "relaxed_order", "strict_order"] = Field(
+        "relaxed_order", validation_alias="GROUNDWORK_PG_ITERATIVE_SCAN")
+    pg_max_scan_tuples: int = Field(20_000, ge=1, validation_alias="GROUNDWORK_PG_MAX_SCAN_TUPLES")
+    pg_exact_below: int = Field(1000, ge=0, validation_alias="GROUNDWORK_PG_EXACT_BELOW")
+
     @field_validator("rag_chunk_limit", mode="after")
     @classmethod
     def _clamp_chunk_limit(cls, value: int) -> int:

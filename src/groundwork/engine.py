@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .config import Settings, get_settings
 from .errors import ConfigError
-from .storage import FileStorage, LocalStorage
+from .storage import FileStorage, open_storage
 from .store import Store, open_store
 
 
@@ -56,8 +56,8 @@ class Engine:
         settings = settings or get_settings()
         home = Path(settings.home)
         home.mkdir(parents=True, exist_ok=True)
-        engine = cls(settings=settings, store=open_store(settings.database_url, home),
-                     storage=LocalStorage(home / "originals"), _embedder=embedder)
+        engine = cls(settings=settings, store=open_store(settings),
+                     storage=open_storage(settings, home), _embedder=embedder)
         if llm is not None:
             engine._llm, engine._llm_built = llm, True
         return engine

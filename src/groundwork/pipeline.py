@@ -153,7 +153,7 @@ def _write(engine: Engine, p: _Prepared) -> None:
         id=doc_id, tenant=s.tenant, kb_id=s.kb_id, filename=s.filename,
         title=s.title or extracted.title or Path(s.filename).stem, content_type=p.content_type,
         size=len(s.data), content_hash=p.digest, source_url=s.source_url,
-        version=(previous.version + 1) if previous else 1, status="indexing",
+        version=_next_version(previous), status="indexing",
         importance=s.importance, record_id=s.record_id,
         created_at=previous.created_at if previous else now, updated_at=now)
     engine.storage.put(s.tenant, doc_id, s.data)
@@ -164,6 +164,14 @@ def _write(engine: Engine, p: _Prepared) -> None:
                      progress={"chunks": len(p.chunks), "pages": extracted.page_count,
                                "ocr_pages": list(extracted.ocr_pages)})
     p.report.status = "updated" if previous else "ready"
+
+
+def _next_version(previous: Document | None) -> int:
+    """A ready previous version is superseded (+1); a queued placeholder (a job's
+    document, `process_document`) already carries the number its content will have."""
+    if previous is None:
+        return 1
+    return previous.version + 1 if previous.status == "ready" else max(previous.version, 1)
 
 
 def ingest_paths(engine: Engine, paths: Sequence[Path], *, batch: int = 16,
@@ -344,3 +352,39 @@ def chat(engine: Engine, request: ChatRequest, *, tenant: str = DEFAULT_TENANT) 
                              tools=tools, model=model)
     domain.append_messages(store, tenant, conversation, [*request.messages, Message("assistant", answer.text)])
     return replace(answer, conversation_id=conversation.id)
+
+
+# -- jobs -----------------------------------------------------------------------------
+def process_document(engine: Engine, tenant: str, document_id: str, *, on_stage: StageCallback = _noop,
+                     title: str | None = None) -> IngestReport:
+    """Ingest a document that `jobs.submit` stored and queued (its original is in
+    `engine.storage`, its row says `queued`). Safe to run again after a crash at any
+    point: embeddings are saved batch by batch, so a rerun embeds only what is still
+    missing, and chunks are replaced whole, never duplicated. Raises the GroundworkError
+    of a failed stage; `title` is the uploader's, else the extracted one is used."""
+    store, embedder = engine.store, engine.embedder
+    document = store.get_document(tenant, document_id)
+    source = Source(engine.storage.get(tenant, document_id), document.filename, tenant=tenant,
+                    kb_id=document.kb_id, record_id=document.record_id, source_url=document.source_url,
+                    content_type=document.content_type, title=title, importance=document.importance,
+                    document_id=document_id)
+    p = _prepare(engine, source, on_stage)
+    if p.report.status == "failed":
+        raise p.report.exception
+    if p.report.status == "unchanged":  # a previous run finished; only its job record did not
+        return p.report
+    hashes = list(dict.fromkeys(c.content_hash for c in p.chunks))
+    missing = store.missing_embeddings(embedder.model_id, hashes)
+    texts = {c.content_hash: c.embed_text for c in p.chunks}
+    counts = {"chunks": len(hashes), "to_embed": len(missing), "reused": len(hashes) - len(missing)}
+    on_stage("embedding", {**counts, "embedded": 0})
+    step = engine.settings.embed_batch_size
+    for start in range(0, len(missing), step):
+        part = missing[start:start + step]
+        vectors = embed_batched(embedder, [texts[h] for h in part], step)
+        store.put_embeddings(embedder.model_id, part, vectors)
+        on_stage("embedding", {**counts, "embedded": start + len(part)})
+    on_stage("indexing", {"chunks": len(p.chunks)})
+    _write(engine, p)
+    p.report.embedded = len(missing)
+    return p.report

@@ -1,44 +1,58 @@
 """FastAPI application factory. Errors from the GroundworkError tree are mapped to
-`{error: {type, message}}` with their status code in one handler."""
+`{error: {type, message}}` with their status code in one handler.
+
+    app = create_app(engine)                      # workers start with the app (lifespan)
+    app = create_app(engine, open_access=True)    # no keys + loopback: one local tenant
+
+Routers live in `api/routes/` (one per resource); the auth rule is in `api/deps.py`."""
 
 from __future__ import annotations
 
 import logging
+from contextlib import asynccontextmanager
+from importlib import resources
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import pipeline
 from ..engine import Engine
 from ..errors import GroundworkError
-from ..output import answer_json, hit_json
-from ..types import DEFAULT_TENANT, Scope
+from ..jobs import JobQueue, WorkerPool, open_queue
+from .routes import assistants, attachments, chat, documents, kbs, openai_compat, search
 
 log = logging.getLogger(__name__)
-
-
-class SearchRequest(BaseModel):
-    query: str = Field(min_length=1)
-    top_k: int | None = Field(None, ge=1, le=1000)
-    mode: str = Field("hybrid", pattern="^(hybrid|vector|text)$")
-
-
-class AskRequest(BaseModel):
-    question: str = Field(min_length=1)
-    top_k: int | None = Field(None, ge=1, le=1000)
 
 
 def error_body(kind: str, message: str) -> dict:
     return {"error": {"type": kind, "message": message}}
 
 
-def create_app(engine: Engine) -> FastAPI:
-    app = FastAPI(title="Groundwork", version="0.1.0",
+def create_app(engine: Engine, *, start_workers: bool = True, open_access: bool = False,
+               workers: int = 2, queue: JobQueue | None = None, lease_s: float = 30.0) -> FastAPI:
+    """The HTTP API over `engine`. `start_workers`: run the ingestion workers in this
+    process while the app is up (off for an API-only process next to `groundwork
+    worker`, and for tests that step jobs by hand through `app.state.pool`).
+    `open_access`: see `api.deps` (set by `groundwork serve` on loopback)."""
+    queue = queue or open_queue(engine)
+    pool = WorkerPool(engine, queue, workers=workers, lease_s=lease_s)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        if start_workers:
+            pool.start()
+        try:
+            yield
+        finally:
+            if start_workers:
+                pool.stop()
+
+    app = FastAPI(title="Groundwork", version="0.1.0", lifespan=lifespan,
                   description="Attachment-aware retrieval-augmented generation.")
-    app.state.engine = engine
+    app.state.engine, app.state.queue, app.state.pool = engine, queue, pool
+    app.state.open_access = open_access
 
     @app.exception_handler(GroundworkError)
     async def groundwork_error(_: Request, exc: GroundworkError) -> JSONResponse:
@@ -63,17 +77,14 @@ def create_app(engine: Engine) -> FastAPI:
     def health() -> dict:
         return {"status": "ok"}
 
-    def kb_scope(kb: str) -> Scope:
-        found = engine.store.get_kb(DEFAULT_TENANT, kb)
-        return Scope(tenant=DEFAULT_TENANT, kb_ids=(found.id,))
+    for module in (attachments, kbs, documents, search, assistants, chat, openai_compat):
+        app.include_router(module.router)
 
-    @app.post("/v1/kbs/{kb}/search")
-    def search(kb: str, body: SearchRequest) -> dict:
-        hits = pipeline.search(engine, body.query, scope=kb_scope(kb), top_k=body.top_k, mode=body.mode)
-        return {"results": [hit_json(h) for h in hits]}
+    web = resources.files("groundwork") / "web"
+    app.mount("/ui", StaticFiles(directory=str(web)), name="ui")
 
-    @app.post("/v1/kbs/{kb}/ask")
-    def ask(kb: str, body: AskRequest) -> dict:
-        return answer_json(pipeline.ask(engine, body.question, scope=kb_scope(kb), top_k=body.top_k))
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(str(web / "index.html"))
 
     return app
