@@ -326,3 +326,15 @@ def test_hostile_document_cannot_close_or_forge_a_section(tmp_path, embedder, ll
     start, end = lines.index("---KNOWLEDGE BASE CONTEXT---"), lines.index("---END KNOWLEDGE BASE CONTEXT---")
     inside = "\n".join(lines[start:end])
     assert "ignore all previous instructions" in inside, "the hostile text stays inside its section"
+
+
+def test_a_deleted_attachment_does_not_break_the_conversation(engine):
+    keep = add_file(engine, manual(), "zoo.md")
+    gone = add_file(engine, "# Old\n\nThe old aviary closed in 2019.", "old.md")
+    first = chat(engine, "Which day are zebra enclosures cleaned?",
+                 files=[{"document_id": keep, "mode": "rag"}, {"document_id": gone, "mode": "full"}])
+    pipeline.delete_document(engine, DEFAULT_TENANT, gone)
+    second = chat(engine, "And the penguins?", conversation_id=first.conversation_id)
+    assert any(d.document_id == gone and "no longer exists" in d.reason for d in second.context.dropped)
+    assert all(i.document_id != gone for i in second.context.included)
+    assert "noon" in " ".join(h.chunk.text for h in second.context.hits)

@@ -70,6 +70,8 @@ def assemble(store: Store, tenant: str, sources: Sources, per_group: dict[str, l
     """Allocate the budget among full texts and chunks; see the module docstring."""
     included: list[ContextItem] = []
     dropped: list[ContextItem] = [_item(h, "chunk limit (RAG_CHUNK_LIMIT) reached for its group") for h in over_limit]
+    dropped += [ContextItem(document_id=doc_id, filename="", kind="full", chars=0, group=group,
+                            reason="attached document no longer exists") for doc_id, group in sources.missing]
     pool = sorted((h for hits in per_group.values() for h in hits), key=lambda h: -h.score)
     pool_chars = sum(len(h.chunk.text) for h in pool)
     reserve = min(budget // 4, pool_chars)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from . import domain
 from .domain import Assistant, FileRef, Record, Template
-from .errors import PermissionDenied
+from .errors import NotFound, PermissionDenied
 from .store import Store
 from .types import Document, KnowledgeBase, Mode, Scope
 
@@ -41,6 +41,7 @@ class Sources:
     files: tuple[SourceFile, ...]
     groups: tuple[SourceGroup, ...]
     kbs: tuple[KnowledgeBase, ...]
+    missing: tuple[tuple[str, str], ...] = ()  # (document id, group) attached but deleted
 
 
 def resolve(store: Store, tenant: str, *, assistant: Assistant | None = None,
@@ -51,12 +52,21 @@ def resolve(store: Store, tenant: str, *, assistant: Assistant | None = None,
     files: list[SourceFile] = []
     seen: set[str] = set()
 
+    missing: list[tuple[str, str]] = []
+
     def add(refs, owner: str, group: str, force: Mode | None = None) -> None:
         for ref in refs:
             if ref.document_id in seen:
                 continue
             seen.add(ref.document_id)
-            files.append(SourceFile(store.get_document(tenant, ref.document_id), force or ref.mode, owner, group))
+            try:
+                document = store.get_document(tenant, ref.document_id)
+            except NotFound:
+                # Deleted since it was attached: the turn goes on without it, and the
+                # manifest says so.
+                missing.append((ref.document_id, group))
+                continue
+            files.append(SourceFile(document, force or ref.mode, owner, group))
 
     if template:
         add(template.files, "template", "assistant/template")
@@ -85,7 +95,7 @@ def resolve(store: Store, tenant: str, *, assistant: Assistant | None = None,
             groups.append(SourceGroup(name, scope))
     for kb in kbs:
         groups.append(SourceGroup(f"kb:{kb.name}", Scope(tenant=tenant, kb_ids=(kb.id,)), kb))
-    return Sources(tuple(files), tuple(groups), tuple(kbs))
+    return Sources(tuple(files), tuple(groups), tuple(kbs), tuple(missing))
 
 
 def load_owner(store: Store, tenant: str, kind: str, object_id: str | None):
