@@ -338,3 +338,15 @@ def test_a_deleted_attachment_does_not_break_the_conversation(engine):
     assert any(d.document_id == gone and "no longer exists" in d.reason for d in second.context.dropped)
     assert all(i.document_id != gone for i in second.context.included)
     assert "noon" in " ".join(h.chunk.text for h in second.context.hits)
+
+
+def test_extractive_answerer_reuses_sentence_vectors(engine):
+    from groundwork.generate.extractive import extractive_answer
+
+    doc = add_file(engine, manual(), "zoo.md")
+    hits = pipeline.search(engine, "zebra cleaning day", scope=_doc_scope(doc), top_k=2)
+    first = extractive_answer("Which day are zebra enclosures cleaned?", hits, engine.embedder)
+    engine.embedder.texts = 0
+    second = extractive_answer("When do zebras get cleaned?", hits, engine.embedder)
+    assert engine.embedder.texts == 1, "only the new question is embedded"
+    assert "Tuesday" in first.text and "Tuesday" in second.text

@@ -8,6 +8,8 @@ answerer says it does not have the information and offers a human instead."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,6 +52,30 @@ class ScoredSentence:
     vector: np.ndarray
 
 
+_CACHE: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_CACHE_SIZE = 50_000  # ~75 MB of 384-d vectors at most
+_CACHE_LOCK = threading.Lock()
+
+
+def _embed_cached(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Embed with a bounded LRU per (model, text): the same chunks are retrieved again
+    and again, and re-embedding their sentences dominated the answerer's time."""
+    model = getattr(embedder, "model_id", "")
+    with _CACHE_LOCK:
+        found = {t: _CACHE[(model, t)] for t in texts if (model, t) in _CACHE}
+        for t in found:
+            _CACHE.move_to_end((model, t))
+    todo = list(dict.fromkeys(t for t in texts if t not in found))
+    if todo:
+        fresh = np.asarray(embedder.embed(todo), dtype=np.float32)
+        with _CACHE_LOCK:
+            for t, v in zip(todo, fresh):
+                found[t] = _CACHE[(model, t)] = v
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return np.vstack([found[t] for t in texts])
+
+
 def lexical_overlap(question_words: set[str], sentence: str) -> float:
     """Share of the question's content words that the sentence contains."""
     if not question_words:
@@ -67,8 +93,7 @@ def rank_sentences(question: str, hits: Sequence[Hit], embedder: Embedder, *,
                 candidates.append((sentence, number, position))
     if not candidates or not question.strip():
         return []
-    vectors = np.asarray(embedder.embed([question] + [c[0] for c in candidates]),
-                         dtype=np.float32)
+    vectors = _embed_cached(embedder, [question] + [c[0] for c in candidates])
     cosines = vectors[1:] @ vectors[0]
     question_words = content_words(question)
     ranked = []
