@@ -18,6 +18,7 @@ Behaviour of `POST /v1/chat/completions`:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -84,7 +85,7 @@ def _handler(server_state: FakeOpenAI, reply_fn: ReplyFn, api_key: str | None):
             body = json.loads(self.rfile.read(length) or b"{}")
             server_state.requests.append(body)
             server_state.headers.append({k.lower(): v for k, v in self.headers.items()})
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/embeddings"):
                 return self._error(404, f"unknown path {self.path}", "invalid_request_error")
             sent = self.headers.get("Authorization", "")
             if api_key is not None and sent != f"Bearer {api_key}":
@@ -92,6 +93,8 @@ def _handler(server_state: FakeOpenAI, reply_fn: ReplyFn, api_key: str | None):
                 # Real servers echo (part of) the wrong key; the client must not repeat it.
                 return self._error(401, f"Incorrect API key provided: {key}.",
                                    "invalid_request_error")
+            if self.path.rstrip("/") == "/v1/embeddings":
+                return self._embeddings(body)
             status = server_state.fail_with or (500 if "[[500]]" in _last_user(body) else None)
             if status:
                 return self._error(status, "The server had an error while processing "
@@ -110,6 +113,22 @@ def _handler(server_state: FakeOpenAI, reply_fn: ReplyFn, api_key: str | None):
                              "message": {"role": "assistant", "content": reply}}],
                 "usage": _usage(body, reply),
             })
+
+        def _embeddings(self, body: dict) -> None:
+            """Deterministic bag-of-words vectors (hashed words), so texts that share
+            words are similar, as with a real embedding model. Honours `dimensions`."""
+            dims = int(body.get("dimensions") or 64)
+            inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            data = []
+            for index, text in enumerate(inputs):
+                vector = [0.0] * dims
+                for word in re.findall(r"\w+", str(text).lower()):
+                    vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dims] += 1.0
+                data.append({"object": "embedding", "index": index, "embedding": vector})
+            data.reverse()  # real servers may answer out of order; clients sort by index
+            tokens = sum(len(str(t).split()) for t in inputs)
+            self._json(200, {"object": "list", "data": data, "model": body.get("model"),
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
         def _tool_call(self, body: dict, model: str) -> None:
             arguments = json.dumps({"reason": "The user asked for a human."})

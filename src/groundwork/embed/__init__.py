@@ -72,3 +72,9 @@ def split_to_fit(embedder: Embedder, text: str) -> list[str]:
     if current:
         windows.append(" ".join(current))
     return windows
+
+
+def normalize(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)

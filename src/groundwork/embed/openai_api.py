@@ -22,6 +22,7 @@ class OpenAIEmbedder:
         except ImportError:  # pragma: no cover
             raise ConfigError("GROUNDWORK_EMBEDDER=openai needs the openai package") from None
         self._openai = openai
+        self._secret = api_key or ""
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                      timeout=timeout, max_retries=2, http_client=http_client)
         self.model = model
@@ -39,8 +40,10 @@ class OpenAIEmbedder:
         try:
             response = self._client.embeddings.create(model=self.model, input=list(texts), **kwargs)
         except self._openai.OpenAIError as exc:
+            # Servers may echo the key back in their error text: never repeat it.
+            detail = str(exc).replace(self._secret, "***") if self._secret else str(exc)
             raise EmbedError(f"embeddings API at {self.base_url} (model {self.model}) failed: "
-                             f"{exc.__class__.__name__}: {exc}") from None
+                             f"{exc.__class__.__name__}: {detail}") from None
         rows = sorted(response.data, key=lambda item: item.index)
         vectors = normalize(np.asarray([row.embedding for row in rows], dtype=np.float32))
         self.dim = vectors.shape[1]
