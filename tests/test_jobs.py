@@ -1,5 +1,6 @@
-"""The ingestion job queue (SQLite) and the worker pool, with the real model and a real
-SQLite file. Time is a fake clock where backoff and leases are asserted."""
+"""The ingestion job queue and the worker pool, with the real model, on both backends: a
+real SQLite file and a real PostgreSQL database (the same contract tests run on each).
+Time is a fake clock where backoff and leases are asserted."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ import pytest
 
 from groundwork import jobs
 from groundwork.engine import Engine
-from groundwork.jobs import SQLiteJobQueue, WorkerPool
+from groundwork.jobs import SQLiteJobQueue, WorkerPool, open_queue
 from groundwork.pipeline import Source
 from groundwork.store.sqlite import SQLiteStore
 from groundwork.types import DEFAULT_TENANT
+from pg_fixtures import pg_server, pg_url  # noqa: F401 - server per session, database per test
+
+BACKENDS = ["sqlite", "postgres"]
 
 
 class Clock:
@@ -27,10 +31,33 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def db(tmp_path):
-    store = SQLiteStore(tmp_path / "q.db")  # applies the migrations, 0003_jobs included
-    yield store.path
+@pytest.fixture(params=BACKENDS)
+def new_queue(request, tmp_path):
+    """Makes queues over one fresh database (opening the store applies the migrations,
+    0003_jobs included); each SQLite queue has its own connection, PostgreSQL queues
+    share the store's pool."""
+    if request.param == "sqlite":
+        store = SQLiteStore(tmp_path / "q.db")
+
+        def make(**options):
+            return SQLiteJobQueue(store.path, **options)
+    else:
+        from groundwork.jobs_postgres import PostgresJobQueue
+        from groundwork.store.postgres import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("pg_url"))
+
+        def make(**options):
+            return PostgresJobQueue(store, **options)
+    made = []
+
+    def new(**options):
+        made.append(make(**options))
+        return made[-1]
+
+    yield new
+    for q in made:
+        q.close()
     store.close()
 
 
@@ -40,20 +67,18 @@ def clock():
 
 
 @pytest.fixture
-def queue(db, clock):
-    q = SQLiteJobQueue(db, backoff_s=10, clock=clock)
-    yield q
-    q.close()
+def queue(new_queue, clock):
+    return new_queue(backoff_s=10, clock=clock)
 
 
-def test_claims_are_exclusive_across_connections(db):
-    queues = [SQLiteJobQueue(db) for _ in range(6)]
+def test_claims_are_exclusive_across_connections(new_queue):
+    queues = [new_queue() for _ in range(6)]
     for i in range(30):
         queues[0].enqueue("t", f"doc_{i}")
     claimed: list[str] = []
     lock = threading.Lock()
 
-    def worker(q: SQLiteJobQueue, name: str) -> None:
+    def worker(q, name: str) -> None:
         while (job := q.claim(name, 60)) is not None:
             with lock:
                 claimed.append(job.document_id)
@@ -64,8 +89,6 @@ def test_claims_are_exclusive_across_connections(db):
     for t in threads:
         t.join()
     assert sorted(claimed) == sorted(f"doc_{i}" for i in range(30))  # each once, none lost
-    for q in queues:
-        q.close()
 
 
 def test_failures_back_off_exponentially_then_fail_for_good(queue, clock):
@@ -107,7 +130,11 @@ def test_expired_lease_is_requeued_and_a_job_that_keeps_dying_ends_failed(queue,
     assert not queue.heartbeat(job.id, "w3", 30)  # the dead worker's lease is gone
 
 
-def test_jobs_of_a_dead_local_process_resume_at_once(queue):
+def test_jobs_of_a_dead_local_process_resume_at_once(tmp_path):
+    # SQLite only: the store is one file on one machine, so a pid says whether its
+    # worker lives. (PostgreSQL workers span machines: only leases count there.)
+    store = SQLiteStore(tmp_path / "q.db")
+    queue = SQLiteJobQueue(store.path)
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                            text=True, check=True)
     dead = f"{socket.gethostname()}:{int(child.stdout)}:abcd1234"
@@ -119,6 +146,8 @@ def test_jobs_of_a_dead_local_process_resume_at_once(queue):
     moved = queue.requeue_stale(jobs._dead_local_owner)
     assert [j.id for j in moved] == [first.id] and moved[0].state == "queued"
     assert queue.latest("t", second.document_id).state == "running"
+    queue.close()
+    store.close()
 
 
 def test_one_document_never_runs_twice_at_once(queue):
@@ -158,14 +187,27 @@ class RecordingStore:
         return getattr(self._inner, name)
 
 
+@pytest.fixture(params=BACKENDS)
+def any_engine(request, settings, embedder):
+    """The conftest engine (SQLite), or the same over a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("engine")
+        return
+    pg = Engine.open(settings.model_copy(update={"database_url": request.getfixturevalue("pg_url")}),
+                     embedder=embedder)
+    yield pg
+    pg.close()
+
+
 @pytest.fixture
-def recorded(engine):
-    store = RecordingStore(engine.store)
-    return Engine(settings=engine.settings, store=store, storage=engine.storage, _embedder=engine.embedder)
+def recorded(any_engine):
+    store = RecordingStore(any_engine.store)
+    return Engine(settings=any_engine.settings, store=store, storage=any_engine.storage,
+                  _embedder=any_engine.embedder)
 
 
-def test_document_goes_through_every_stage(recorded):
-    queue = SQLiteJobQueue(recorded.store.path)
+def test_document_goes_through_every_stage(any_engine, recorded):
+    queue = open_queue(any_engine)
     pool = WorkerPool(recorded, queue)
     text = "# Beekeeping\n\nHives need a queen, workers and drones. Smoke calms the colony."
     doc = jobs.submit(recorded, queue, Source(text.encode(), "bees.md", title="Bees"))
@@ -176,13 +218,16 @@ def test_document_goes_through_every_stage(recorded):
     final = recorded.store.get_document(DEFAULT_TENANT, doc.id)
     progress = recorded.store.get_progress(DEFAULT_TENANT, doc.id)
     assert (final.status, final.version, final.title) == ("ready", 1, "Bees")
-    assert list(progress["stages"]) == ["extracting", "chunking", "embedding", "indexing"]
+    stages = progress["stages"]  # in start order (PostgreSQL's jsonb does not keep key order)
+    assert sorted(stages, key=lambda s: stages[s]["started_at"]) == ["extracting", "chunking", "embedding",
+                                                                       "indexing"]
     assert progress["stages"]["embedding"]["embedded"] == progress["chunks"] == 1
     assert queue.latest(DEFAULT_TENANT, doc.id).state == "done"
 
 
-def test_same_content_twice_is_no_new_work(engine):
-    queue = SQLiteJobQueue(engine.store.path)
+def test_same_content_twice_is_no_new_work(any_engine):
+    engine = any_engine
+    queue = open_queue(engine)
     pool = WorkerPool(engine, queue)
     source = Source(b"Otters hold hands while they sleep so they do not drift apart.", "otters.txt")
     first = jobs.submit(engine, queue, source)
@@ -196,10 +241,11 @@ def test_same_content_twice_is_no_new_work(engine):
     assert len(engine.store.list_documents(DEFAULT_TENANT)) == 1
 
 
-def test_replacing_a_document_while_its_job_runs_is_refused(engine):
+def test_replacing_a_document_while_its_job_runs_is_refused(any_engine):
     from groundwork.errors import InvalidRequest
 
-    queue = SQLiteJobQueue(engine.store.path)
+    engine = any_engine
+    queue = open_queue(engine)
     doc = jobs.submit(engine, queue, Source(b"First version of the note.", "note.txt"))
     queue.claim("elsewhere", 30)  # a worker has it
     with pytest.raises(InvalidRequest, match="being processed"):
@@ -207,8 +253,9 @@ def test_replacing_a_document_while_its_job_runs_is_refused(engine):
     assert engine.storage.get(DEFAULT_TENANT, doc.id) == b"First version of the note."
 
 
-def test_a_file_that_keeps_failing_ends_failed_with_the_reason(engine):
-    queue = SQLiteJobQueue(engine.store.path, backoff_s=0.0)
+def test_a_file_that_keeps_failing_ends_failed_with_the_reason(any_engine):
+    engine = any_engine
+    queue = open_queue(engine, backoff_s=0.0)
     pool = WorkerPool(engine, queue)
     broken = b"%PDF-1.4\n" + b"\x00garbage that no reader can parse\n" * 40
     doc = jobs.submit(engine, queue, Source(broken, "broken.pdf", content_type="application/pdf"))
