@@ -184,3 +184,102 @@ def test_objects_are_per_tenant_and_kind(store):
     with pytest.raises(NotFound):
         store.delete_object("t1", "assistant", "a1")
     assert store.get_object("t1", "template", "a1")["name"] == "SOAP"
+
+
+# -- knowledge graph and kb map ------------------------------------------------------------
+def _graph(*edges):
+    """Entities and relations from (source name, type, target name) triples."""
+    from groundwork.graph import Entity, Relation, normalise
+
+    names = list(dict.fromkeys(n for s, _, t in edges for n in (s, t)))
+    entities = [Entity(key=normalise(n), name=n, type="name", description=f"{n} is here.", chunks=(0,))
+                for n in names]
+    relations = [Relation(normalise(s), normalise(t), kind, 1, f"{s} {kind} {t}.", (0,)) for s, kind, t in edges]
+    return entities, relations
+
+
+def _names(result):
+    return {e.name for e in result.entities}
+
+
+def test_graph_replaces_per_document_and_walks_two_hops_in_scope(store):
+    kb = store.create_kb("t1", "kb")
+    other_kb = store.create_kb("t1", "other")
+    make_document(store, "t1", kb.id, "d1")
+    make_document(store, "t1", kb.id, "d2")
+    make_document(store, "t1", other_kb.id, "d3")
+    store.put_graph("t1", "d1", *_graph(("Acme", "owns", "Widget Works")))
+    store.put_graph("t1", "d2", *_graph(("Widget Works", "related_to", "Berlin")))
+    store.put_graph("t1", "d3", *_graph(("Berlin", "related_to", "Paris")))
+    entities, relations = store.get_graph("t1", "d1")
+    assert {e.key for e in entities} == {"acme", "widget works"} and entities[0].chunks == (0,)
+    assert [(r.source, r.type, r.target) for r in relations] == [("acme", "owns", "widget works")]
+
+    scope = Scope("t1", kb_ids=(kb.id,))
+    near = store.graph_neighbourhood(scope, ["acme", "nothing"], hops=1)
+    assert near.matched == ("acme",) and _names(near) == {"Acme", "Widget Works"}
+    far = store.graph_neighbourhood(scope, ["acme"], hops=2)
+    assert _names(far) == {"Acme", "Widget Works", "Berlin"}  # Paris is in another kb
+    assert [e.depth for e in far.entities] == [0, 1, 2]
+    assert {(r.source, r.type, r.target) for r in far.relations} == {
+        ("acme", "owns", "widget works"), ("widget works", "related_to", "berlin")}
+    assert ("d2", 0) in far.entities[1].refs
+    assert _names(store.graph_neighbourhood(Scope("t1"), ["berlin"], hops=1)) == {"Berlin", "Widget Works", "Paris"}
+    assert store.graph_neighbourhood(Scope("t1", kb_ids=()), ["acme"]).entities == ()
+
+    store.put_graph("t1", "d1", *_graph(("Acme", "related_to", "Globex")))  # re-ingest replaces
+    assert _names(store.graph_neighbourhood(scope, ["acme"], hops=2)) == {"Acme", "Globex"}
+    with pytest.raises(NotFound):
+        store.put_graph("t2", "d1", [], [])
+
+
+def test_graph_is_per_tenant(store):
+    make_document(store, "t1", None, "d1")
+    store.put_graph("t1", "d1", *_graph(("Acme", "owns", "Widget Works")))
+    assert store.graph_neighbourhood(Scope("t2"), ["acme", "widget works"], hops=2).entities == ()
+    assert store.get_graph("t2", "d1") == ([], [])
+    assert _names(store.graph_neighbourhood(Scope("t1"), ["acme"])) == {"Acme", "Widget Works"}
+
+
+def test_summaries_make_the_kb_map_per_tenant(store):
+    kb = store.create_kb("t1", "kb")
+    make_document(store, "t1", kb.id, "d1")
+    make_document(store, "t1", kb.id, "d2")
+    store.put_summary("t1", "d1", "About zebras.", ["zebra", "stripes"], {"zebra": 5, "stripes": 2, "hay": 2})
+    store.put_summary("t1", "d2", "About hay.", ["hay"], {"hay": 7, "barn owl": 2})
+    entries = store.kb_map("t1", kb.id)
+    assert [(e.document_id, e.title, e.summary, e.topics) for e in entries] == [
+        ("d1", "d1", "About zebras.", ("zebra", "stripes")), ("d2", "d2", "About hay.", ("hay",))]
+    assert store.document_keywords("t1", ["d1", "nope"]) == {"d1": {"zebra": 5, "hay": 2, "stripes": 2}}
+    assert list(store.document_keywords("t1", ["d1"])["d1"]) == ["zebra", "hay", "stripes"]  # most frequent first
+    assert store.term_counts("t1", kb.id, ["hay", "zebra", "barn owl", "nope"]) == (
+        2, {"hay": 2, "zebra": 1, "barn owl": 1})
+    store.put_summary("t1", "d1", "Zebras, again.", ["zebra"])  # keywords kept
+    assert store.kb_map("t1", kb.id)[0].summary == "Zebras, again."
+    assert store.term_counts("t1", kb.id, ["zebra"]) == (2, {"zebra": 1})
+    store.put_summary("t1", "d1", "Zebras, again.", ["zebra"], {"stripes": 1})  # keywords replaced
+    assert store.term_counts("t1", kb.id, ["zebra", "stripes"]) == (2, {"stripes": 1})
+    assert store.kb_map("t2", kb.id) == [] and store.document_keywords("t2", ["d1"]) == {}
+    assert store.term_counts("t2", kb.id, ["hay"]) == (0, {})
+    with pytest.raises(NotFound):
+        store.put_summary("t2", "d1", "stolen", [])
+
+
+def test_deleting_a_document_or_kb_forgets_its_graph_and_summary(store):
+    kb = store.create_kb("t1", "kb")
+    make_document(store, "t1", kb.id, "d1")
+    make_document(store, "t1", kb.id, "d2")
+    store.put_graph("t1", "d1", *_graph(("Acme", "owns", "Widget Works")))
+    store.put_graph("t1", "d2", *_graph(("Globex", "related_to", "Berlin")))
+    store.put_summary("t1", "d1", "Acme.", ["acme"], {"acme": 3})
+    store.put_summary("t1", "d2", "Globex.", ["globex"], {"acme": 1})
+    store.delete_document("t1", "d1")
+    assert store.get_graph("t1", "d1") == ([], [])
+    assert store.graph_neighbourhood(Scope("t1"), ["acme", "widget works"]).entities == ()
+    assert [e.document_id for e in store.kb_map("t1", kb.id)] == ["d2"]
+    assert store.term_counts("t1", kb.id, ["acme"]) == (1, {"acme": 1})
+    assert store.document_keywords("t1", ["d1"]) == {}
+    store.delete_kb("t1", kb.id)
+    assert store.term_counts("t1", kb.id, ["acme"]) == (0, {})
+    assert store.graph_neighbourhood(Scope("t1"), ["globex"]).entities == ()
+    assert store.get_graph("t1", "d2") == ([], [])

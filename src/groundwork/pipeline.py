@@ -14,6 +14,8 @@ from .chunk import chunk_document
 from .embed import embed_batched
 from .engine import Engine
 from .errors import GroundworkError, LimitExceeded
+from .graph import graph_context, index_graph
+from .kbmap import index_summary, kb_map_context
 from .storage import sha256
 from .store.sqlite import new_id
 from .types import (DEFAULT_TENANT, Answer, ChatRequest, Chunk, Context, ContextItem, Document, Extracted, Hit,
@@ -160,6 +162,9 @@ def _write(engine: Engine, p: _Prepared) -> None:
     store.put_document(document, s.source_key or s.source_url or s.filename)
     store.put_text(s.tenant, doc_id, extracted.text)
     store.replace_chunks(s.tenant, doc_id, p.chunks)
+    # graph facts and the kb map entry, from the chunk texts (no embedding); both replace the old ones
+    index_graph(store, document, p.chunks)
+    index_summary(store, document, p.chunks)
     store.set_status(s.tenant, doc_id, "ready",
                      progress={"chunks": len(p.chunks), "pages": extracted.page_count,
                                "ocr_pages": list(extracted.ocr_pages)})
@@ -326,7 +331,10 @@ def chat(engine: Engine, request: ChatRequest, *, tenant: str = DEFAULT_TENANT) 
     if conversation is None:
         conversation = domain.create(store, tenant, "conversation", assistant_id=assistant_id,
                                      record_id=record_id)
-    files = (*conversation.files, *domain.file_refs(request.files, default_mode="rag"))
+    new_files = domain.file_refs(request.files, default_mode="rag")
+    for ref in new_files:  # a file named now must exist in this tenant (NotFound otherwise)
+        store.get_document(tenant, ref.document_id)
+    files = (*conversation.files, *new_files)
     if len(files) != len(conversation.files):
         conversation = domain.update(store, tenant, "conversation", conversation.id,
                                      files=[{"document_id": f.document_id, "mode": f.mode} for f in files])
@@ -341,7 +349,8 @@ def chat(engine: Engine, request: ChatRequest, *, tenant: str = DEFAULT_TENANT) 
                                             fusion=assistant.fusion if assistant else "rrf")
     model = request.model or (assistant.model if assistant else None) or settings.llm_model
     context = assemble(store, tenant, sources, per_group, budget=settings.context_max_chars(model),
-                       over_limit=over_limit)
+                       over_limit=over_limit, kb_map=kb_map_context(store, tenant, sources.kbs, queries),
+                       graph=graph_context(store, tenant, sources.kbs, queries))
     question = next((m.content for m in reversed(messages) if m.role == "user"), messages[-1].content)
     tools = None
     if assistant and assistant.escalation:

@@ -7,13 +7,18 @@ scale); `tests/store_contract.py` runs the same suite against each. Scope filter
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ..types import Chunk, Document, Hit, KnowledgeBase, Scope
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..graph import Entity, GraphResult, Relation
+    from ..kbmap import MapEntry
 
 
 class Store(Protocol):
@@ -57,19 +62,43 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    # moving data between stores without re-embedding (groundwork.transfer)
+    def put_kb(self, kb: KnowledgeBase) -> None: ...
+    def get_source_key(self, tenant: str, document_id: str) -> str: ...
+    def embedding_models(self) -> dict[str, int]: ...
+    def get_embeddings(self, model_id: str, hashes: Sequence[str]) -> np.ndarray: ...
 
-def open_store(database_url: str | None, home: Path) -> Store:
-    """The one place a store backend is chosen."""
-    match database_url:
+    # knowledge graph and kb map (groundwork.graph, groundwork.kbmap): a document's rows
+    # go with it (delete_document, delete_kb) and put_* replace what it had
+    def put_graph(self, tenant: str, document_id: str, entities: Sequence[Entity],
+                  relations: Sequence[Relation]) -> None: ...
+    def get_graph(self, tenant: str, document_id: str) -> tuple[list[Entity], list[Relation]]: ...
+    def graph_neighbourhood(self, scope: Scope, keys: Sequence[str], *, hops: int = 2, limit: int = 15,
+                            relation_limit: int = 20) -> GraphResult: ...
+    def put_summary(self, tenant: str, document_id: str, summary: str, topics: Sequence[str],
+                    keywords: Mapping[str, int] | None = None) -> None: ...
+    def kb_map(self, tenant: str, kb_id: str) -> list[MapEntry]: ...
+    def document_keywords(self, tenant: str, document_ids: Sequence[str]) -> dict[str, dict[str, int]]: ...
+    def term_counts(self, tenant: str, kb_id: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]: ...
+
+
+def open_store(settings: Settings) -> Store:
+    """The one place a store backend is chosen: `settings.database_url` (unset: SQLite
+    under `settings.home`); the PostgreSQL tuning settings (`pg_*`) go to its store."""
+    match settings.database_url:
         case None | "" :
             from .sqlite import SQLiteStore
-            return SQLiteStore(Path(home) / "groundwork.db")
+            return SQLiteStore(Path(settings.home) / "groundwork.db")
         case url if url.startswith("sqlite:///"):
             from .sqlite import SQLiteStore
             return SQLiteStore(Path(url.removeprefix("sqlite:///")))
         case url if url.startswith(("postgresql://", "postgres://")):
             from .postgres import PostgresStore
-            return PostgresStore(url)
+            return PostgresStore(url, pool_size=settings.pg_pool_size, ef_search=settings.pg_ef_search,
+                                 iterative_scan=settings.pg_iterative_scan,
+                                 max_scan_tuples=settings.pg_max_scan_tuples, hnsw_m=settings.pg_hnsw_m,
+                                 hnsw_ef_construction=settings.pg_hnsw_ef_construction,
+                                 exact_below=settings.pg_exact_below)
         case other:
             from ..errors import ConfigError
             raise ConfigError(f"GROUNDWORK_DATABASE_URL: unsupported scheme in {other.split('://')[0]!r} "

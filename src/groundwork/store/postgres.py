@@ -68,9 +68,15 @@ def _prefixed(columns: str, prefix: str) -> str:
 
 def migrate(url: str) -> list[str]:
     """Apply the numbered migrations not yet applied to the database at `url`; returns
-    their names. An advisory lock makes concurrent openers wait instead of racing."""
+    their names. An advisory lock makes concurrent openers wait instead of racing. An
+    up-to-date schema is detected with reads alone, so a read replica opens too."""
     applied = []
     try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is not None:
+                done = {row[0] for row in conn.execute("SELECT number FROM schema_migrations")}
+                if all(number in done for number, _, _ in migrations("postgres")):
+                    return applied
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (number INTEGER PRIMARY KEY, "
@@ -96,13 +102,16 @@ class PostgresStore:
         force it). `search_settings`: more settings for each search transaction."""
         if iterative_scan not in _ITERATIVE_MODES:
             raise ConfigError(f"iterative_scan must be one of {_ITERATIVE_MODES}, got {iterative_scan!r}")
+        if hnsw_ef_construction < 2 * hnsw_m:  # pgvector's rule, checked now rather than at the first index build
+            raise ConfigError(f"HNSW ef_construction (GROUNDWORK_PG_HNSW_EF_CONSTRUCTION={hnsw_ef_construction}) "
+                              f"must be at least 2 * m (GROUNDWORK_PG_HNSW_M={hnsw_m})")
         self.url = url
         self.search_settings = {"hnsw.ef_search": str(int(ef_search)), "hnsw.iterative_scan": iterative_scan,
                                 "hnsw.max_scan_tuples": str(int(max_scan_tuples)), **(search_settings or {})}
         self._hnsw = (int(hnsw_m), int(hnsw_ef_construction))
         self.exact_below = int(exact_below)
         self._models: dict[str, tuple[str, int]] = {}  # model id -> (table, dim); never change
-        self.migrate()  # before the pool: register_vector needs the extension to exist
+        self.applied_migrations = self.migrate()  # before the pool: register_vector needs the extension
         self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
                                     configure=register_vector, open=False, name="groundwork")
         try:
@@ -446,6 +455,166 @@ class PostgresStore:
             "JOIN documents d ON d.id = c.document_id ORDER BY r.score DESC, c.id").format(_HIT_COLUMNS),
             [tsquery, *params, k])
         return [_hit(row, "text") for row in rows]
+
+    # -- moving data between stores (groundwork.transfer) -------------------------
+    def put_kb(self, kb: KnowledgeBase) -> None:
+        """Add a knowledge base under its own id (copied from another store). The same kb
+        again is a no-op; another kb with that name or id is an InvalidRequest."""
+        with self._conn() as conn:
+            try:
+                conn.execute("INSERT INTO kbs VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                             (kb.id, kb.tenant, kb.name, kb.description, kb.created_at))
+            except psycopg.errors.UniqueViolation:
+                raise InvalidRequest(f"knowledge base {kb.name!r} already exists with another id") from None
+            row = conn.execute("SELECT tenant, name FROM kbs WHERE id = %s", (kb.id,)).fetchone()
+        if row != (kb.tenant, kb.name):
+            raise InvalidRequest(f"knowledge base id {kb.id!r} is already in use")
+
+    def get_source_key(self, tenant: str, document_id: str) -> str:
+        """The key re-ingestion matches a document by (a file's resolved path, a URL...)."""
+        return self._one("SELECT source_key FROM documents WHERE tenant = %s AND id = %s", (tenant, document_id),
+                         f"document {document_id!r} not found")[0]
+
+    def embedding_models(self) -> dict[str, int]:
+        """{model id: dimension} of every model that has stored embeddings here."""
+        return {row[0]: row[1] for row in self._rows("SELECT model_id, dim FROM embedding_models")}
+
+    def get_embeddings(self, model_id: str, hashes: Sequence[str]) -> np.ndarray:
+        """The stored vectors of `hashes` under `model_id`, one row each, in that order;
+        NotFound if the model or any of the vectors is missing."""
+        with self._conn() as conn:
+            model = self._model(conn, model_id)
+            if model is None:
+                raise NotFound(f"no embeddings of model {model_id!r}")
+            table, dim = model
+            found = dict(conn.execute(sql.SQL("SELECT content_hash, embedding FROM {} WHERE content_hash = ANY(%s)")
+                                      .format(sql.Identifier(table)), (list(set(hashes)),)).fetchall())
+        missing = [h for h in dict.fromkeys(hashes) if h not in found]
+        if missing:
+            raise NotFound(f"{len(missing)} embeddings of model {model_id!r} not found (e.g. {missing[0]})")
+        out = np.empty((len(hashes), dim), dtype=np.float32)
+        for i, h in enumerate(hashes):
+            out[i] = found[h].to_numpy()  # pgvector's Vector
+        return out
+
+    # -- knowledge graph and kb map (groundwork.graph, groundwork.kbmap) ----------
+    # Rows carry the document's tenant/kb/record and go with it (ON DELETE CASCADE).
+    def put_graph(self, tenant: str, document_id: str, entities, relations) -> None:
+        """Replace a document's entities and relations."""
+        with self.transaction() as conn:
+            row = conn.execute("SELECT kb_id, record_id FROM documents WHERE tenant = %s AND id = %s FOR UPDATE",
+                               (tenant, document_id)).fetchone()
+            if row is None:
+                raise NotFound(f"document {document_id!r} not found")
+            owner = (tenant, row[0], row[1], document_id)
+            conn.execute("DELETE FROM kg_entities WHERE document_id = %s", (document_id,))
+            conn.execute("DELETE FROM kg_relations WHERE document_id = %s", (document_id,))
+            cur = conn.cursor()
+            cur.executemany(
+                "INSERT INTO kg_entities VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (document_id, "
+                "entity_key) DO UPDATE SET mentions = kg_entities.mentions + excluded.mentions",
+                [(*owner, e.key, e.name, e.type, e.description, e.mentions, Jsonb(list(e.chunks)))
+                 for e in entities])
+            cur.executemany(
+                "INSERT INTO kg_relations VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (document_id, "
+                "source_key, target_key, type) DO UPDATE SET weight = kg_relations.weight + excluded.weight",
+                [(*owner, r.source, r.target, r.type, r.weight, r.description, Jsonb(list(r.chunks)))
+                 for r in relations])
+
+    def get_graph(self, tenant: str, document_id: str):
+        """(entities, relations) stored for one document."""
+        from ..graph import Entity, Relation
+
+        ents = self._rows("SELECT entity_key, name, type, description, mentions, chunks FROM kg_entities "
+                          "WHERE tenant = %s AND document_id = %s ORDER BY mentions DESC, entity_key",
+                          (tenant, document_id))
+        rels = self._rows("SELECT source_key, target_key, type, weight, description, chunks FROM kg_relations "
+                          "WHERE tenant = %s AND document_id = %s ORDER BY weight DESC, source_key, target_key, type",
+                          (tenant, document_id))
+        return ([Entity(*row[:5], chunks=tuple(row[5])) for row in ents],
+                [Relation(*row[:5], chunks=tuple(row[5])) for row in rels])
+
+    def graph_neighbourhood(self, scope: Scope, keys: Sequence[str], *, hops: int = 2, limit: int = 15,
+                            relation_limit: int = 20):
+        """Entities named by `keys` and those up to `hops` relations away (either
+        direction), ranked by distance then by the weight of their links one step
+        closer (seeds: all their links); one recursive CTE, scope filtered in SQL."""
+        from ..graph import GraphResult, build_result
+
+        if _nothing(scope) or not keys or limit <= 0:
+            return GraphResult()
+        where, params = _scope_sql(scope)
+        wanted = list(dict.fromkeys(keys))
+        other = "CASE WHEN c.source_key = {0}.entity_key THEN c.target_key ELSE c.source_key END"
+        ranked = [(row[0], row[1]) for row in self._rows(
+            "WITH RECURSIVE walk(entity_key, depth) AS ("
+            f" SELECT DISTINCT c.entity_key, 0 FROM kg_entities c WHERE {where} AND c.entity_key = ANY(%s)"
+            f" UNION SELECT {other.format('w')}, w.depth + 1 FROM walk w JOIN kg_relations c"
+            f"  ON (c.source_key = w.entity_key OR c.target_key = w.entity_key) WHERE w.depth < %s AND {where}),"
+            " reached AS (SELECT entity_key, MIN(depth) AS depth FROM walk GROUP BY entity_key),"
+            " strength AS (SELECT x.entity_key, SUM(c.weight) AS weight FROM reached x JOIN kg_relations c"
+            f"  ON (c.source_key = x.entity_key OR c.target_key = x.entity_key) AND {where}"
+            f"  JOIN reached y ON y.entity_key = {other.format('x')}"
+            "  AND (x.depth = 0 OR y.depth = x.depth - 1) GROUP BY x.entity_key)"
+            " SELECT r.entity_key, r.depth FROM reached r LEFT JOIN strength s ON s.entity_key = r.entity_key"
+            " ORDER BY r.depth, COALESCE(s.weight, 0) DESC, r.entity_key LIMIT %s",
+            (*params, wanted, int(hops), *params, *params, int(limit)))]
+        if not ranked:
+            return GraphResult()
+        chosen = [key for key, _ in ranked]
+        ents = self._rows("SELECT c.entity_key, c.name, c.type, c.description, c.mentions, c.document_id, "
+                          f"c.chunks FROM kg_entities c WHERE {where} AND c.entity_key = ANY(%s) "
+                          "ORDER BY c.document_id", (*params, chosen))
+        rels = self._rows("SELECT c.source_key, c.target_key, c.type, c.weight, c.description, c.document_id, "
+                          f"c.chunks FROM kg_relations c WHERE {where} AND c.source_key = ANY(%s) "
+                          "AND c.target_key = ANY(%s) ORDER BY c.document_id", (*params, chosen, chosen))
+        return build_result(ranked, ents, rels, relation_limit)
+
+    def put_summary(self, tenant: str, document_id: str, summary: str, topics: Sequence[str],
+                    keywords=None) -> None:
+        """Set a document's KB-map summary and topics, and replace its keyword counts
+        when `keywords` ({term: count}) is given."""
+        with self.transaction() as conn:
+            row = conn.execute("SELECT kb_id FROM documents WHERE tenant = %s AND id = %s FOR UPDATE",
+                               (tenant, document_id)).fetchone()
+            if row is None:
+                raise NotFound(f"document {document_id!r} not found")
+            conn.execute("INSERT INTO document_summaries VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (document_id) "
+                         "DO UPDATE SET summary = excluded.summary, topics = excluded.topics, "
+                         "updated_at = excluded.updated_at",
+                         (document_id, tenant, row[0], summary, Jsonb(list(topics)), time.time()))
+            if keywords is not None:
+                conn.execute("DELETE FROM document_terms WHERE document_id = %s", (document_id,))
+                conn.cursor().executemany("INSERT INTO document_terms VALUES (%s, %s, %s, %s, %s)",
+                                          [(document_id, tenant, row[0], term, int(n))
+                                           for term, n in keywords.items()])
+
+    def kb_map(self, tenant: str, kb_id: str):
+        """One MapEntry per document of the kb (ready, or summarised), in ingest order."""
+        from ..kbmap import MapEntry
+
+        rows = self._rows("SELECT d.id, d.title, d.filename, s.summary, s.topics FROM documents d "
+                          "LEFT JOIN document_summaries s ON s.document_id = d.id WHERE d.tenant = %s AND "
+                          "d.kb_id = %s AND (d.status = 'ready' OR s.document_id IS NOT NULL) "
+                          "ORDER BY d.created_at, d.id", (tenant, kb_id))
+        return [MapEntry(row[0], row[1], row[2], row[3] or "", tuple(row[4] or ())) for row in rows]
+
+    def document_keywords(self, tenant: str, document_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """{document id: {term: count}} stored by put_summary, for these documents."""
+        found: dict[str, dict[str, int]] = {}
+        for document_id, term, count in self._rows(
+                "SELECT document_id, term, count FROM document_terms WHERE tenant = %s AND "
+                "document_id = ANY(%s) ORDER BY count DESC, term", (tenant, list(document_ids))):
+            found.setdefault(document_id, {})[term] = count
+        return found
+
+    def term_counts(self, tenant: str, kb_id: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(summarised documents in the kb, {term: how many of them have it as a keyword})."""
+        total = self._rows("SELECT COUNT(*) FROM document_summaries WHERE tenant = %s AND kb_id = %s",
+                           (tenant, kb_id))[0][0]
+        rows = self._rows("SELECT term, COUNT(*) FROM document_terms WHERE tenant = %s AND kb_id = %s AND "
+                          "term = ANY(%s) GROUP BY term", (tenant, kb_id, list(dict.fromkeys(terms))))
+        return total, {row[0]: row[1] for row in rows}
 
 
 _HIT_COLUMNS = sql.SQL(_prefixed(_CHUNK_COLUMNS, "c.") + ", " + _prefixed(_DOC_COLUMNS, "d."))

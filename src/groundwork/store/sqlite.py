@@ -69,7 +69,7 @@ class SQLiteStore:
         self._indexes: dict[str, _VectorIndex] = {}
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
             self._db.execute(f"PRAGMA {pragma}")
-        self.migrate()
+        self.applied_migrations = self.migrate()  # what this open applied (`groundwork migrate`)
 
     # -- plumbing ---------------------------------------------------------------
     @contextmanager
@@ -420,6 +420,168 @@ class SQLiteStore:
         if scope.record_ids is not None:
             mask &= allowed("record", index.record, scope.record_ids)
         return mask
+
+    # -- moving data between stores (groundwork.transfer) -------------------------
+    def put_kb(self, kb: KnowledgeBase) -> None:
+        """Add a knowledge base under its own id (copied from another store). The same kb
+        again is a no-op; another kb with that name or id is an InvalidRequest."""
+        try:
+            with self.transaction() as db:
+                db.execute("INSERT INTO kbs VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                           (kb.id, kb.tenant, kb.name, kb.description, kb.created_at))
+                row = db.execute("SELECT tenant, name FROM kbs WHERE id = ?", (kb.id,)).fetchone()
+                if tuple(row) != (kb.tenant, kb.name):
+                    raise InvalidRequest(f"knowledge base id {kb.id!r} is already in use")
+        except sqlite3.IntegrityError:
+            raise InvalidRequest(f"knowledge base {kb.name!r} already exists with another id") from None
+
+    def get_source_key(self, tenant: str, document_id: str) -> str:
+        """The key re-ingestion matches a document by (a file's resolved path, a URL...)."""
+        rows = self._query("SELECT source_key FROM documents WHERE tenant = ? AND id = ?", (tenant, document_id))
+        if not rows:
+            raise NotFound(f"document {document_id!r} not found")
+        return rows[0][0]
+
+    def embedding_models(self) -> dict[str, int]:
+        """{model id: dimension} of every model that has stored embeddings here."""
+        return {row[0]: row[1] for row in self._query("SELECT model_id, dim FROM embedding_models")}
+
+    def get_embeddings(self, model_id: str, hashes: Sequence[str]) -> np.ndarray:
+        """The stored vectors of `hashes` under `model_id`, one row each, in that order;
+        NotFound if the model or any of the vectors is missing."""
+        dims = self.embedding_models()
+        if model_id not in dims:
+            raise NotFound(f"no embeddings of model {model_id!r}")
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[str, bytes] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            rows = self._query(f"SELECT content_hash, vector FROM embeddings WHERE model_id = ? AND content_hash "
+                               f"IN ({','.join('?' * len(part))})", (model_id, *part))
+            found.update((row[0], row[1]) for row in rows)
+        missing = [h for h in wanted if h not in found]
+        if missing:
+            raise NotFound(f"{len(missing)} embeddings of model {model_id!r} not found (e.g. {missing[0]})")
+        return np.frombuffer(b"".join(found[h] for h in hashes), dtype=np.float32).reshape(len(hashes),
+                                                                                          dims[model_id])
+
+    # -- knowledge graph and kb map (groundwork.graph, groundwork.kbmap) ----------
+    # Rows carry the document's tenant/kb/record and go with it (ON DELETE CASCADE).
+    def put_graph(self, tenant: str, document_id: str, entities, relations) -> None:
+        """Replace a document's entities and relations."""
+        d = self.get_document(tenant, document_id)
+        owner = (tenant, d.kb_id, d.record_id, document_id)
+        with self.transaction() as db:
+            db.execute("DELETE FROM kg_entities WHERE document_id = ?", (document_id,))
+            db.execute("DELETE FROM kg_relations WHERE document_id = ?", (document_id,))
+            db.executemany(
+                "INSERT INTO kg_entities VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (document_id, "
+                "entity_key) DO UPDATE SET mentions = mentions + excluded.mentions",
+                [(*owner, e.key, e.name, e.type, e.description, e.mentions, json.dumps(list(e.chunks)))
+                 for e in entities])
+            db.executemany(
+                "INSERT INTO kg_relations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (document_id, "
+                "source_key, target_key, type) DO UPDATE SET weight = weight + excluded.weight",
+                [(*owner, r.source, r.target, r.type, r.weight, r.description, json.dumps(list(r.chunks)))
+                 for r in relations])
+
+    def get_graph(self, tenant: str, document_id: str):
+        """(entities, relations) stored for one document."""
+        from ..graph import Entity, Relation
+
+        ents = self._query("SELECT entity_key, name, type, description, mentions, chunks FROM kg_entities "
+                           "WHERE tenant = ? AND document_id = ? ORDER BY mentions DESC, entity_key",
+                           (tenant, document_id))
+        rels = self._query("SELECT source_key, target_key, type, weight, description, chunks FROM kg_relations "
+                           "WHERE tenant = ? AND document_id = ? ORDER BY weight DESC, source_key, target_key, type",
+                           (tenant, document_id))
+        return ([Entity(*row[:5], chunks=tuple(json.loads(row[5]))) for row in ents],
+                [Relation(*row[:5], chunks=tuple(json.loads(row[5]))) for row in rels])
+
+    def graph_neighbourhood(self, scope: Scope, keys: Sequence[str], *, hops: int = 2, limit: int = 15,
+                            relation_limit: int = 20):
+        """Entities named by `keys` and those up to `hops` relations away (either
+        direction), ranked by distance then by the weight of their links one step
+        closer (seeds: all their links); one recursive CTE, scope filtered in SQL."""
+        from ..graph import GraphResult, build_result
+
+        where, params = _scope_sql(scope, "c.")
+        if where == "0" or not keys or limit <= 0:
+            return GraphResult()
+        wanted = json.dumps(list(dict.fromkeys(keys)))
+        other = "CASE WHEN c.source_key = {0}.entity_key THEN c.target_key ELSE c.source_key END"
+        reached = self._query(
+            "WITH RECURSIVE walk(entity_key, depth) AS ("
+            f" SELECT DISTINCT c.entity_key, 0 FROM kg_entities c WHERE {where}"
+            "  AND c.entity_key IN (SELECT value FROM json_each(?))"
+            f" UNION SELECT {other.format('w')}, w.depth + 1 FROM walk w JOIN kg_relations c"
+            f"  ON (c.source_key = w.entity_key OR c.target_key = w.entity_key) WHERE w.depth < ? AND {where}),"
+            " reached AS (SELECT entity_key, MIN(depth) AS depth FROM walk GROUP BY entity_key),"
+            " strength AS (SELECT x.entity_key, SUM(c.weight) AS weight FROM reached x JOIN kg_relations c"
+            f"  ON (c.source_key = x.entity_key OR c.target_key = x.entity_key) AND {where}"
+            f"  JOIN reached y ON y.entity_key = {other.format('x')}"
+            "  AND (x.depth = 0 OR y.depth = x.depth - 1) GROUP BY x.entity_key)"
+            " SELECT r.entity_key, r.depth FROM reached r LEFT JOIN strength s ON s.entity_key = r.entity_key"
+            " ORDER BY r.depth, COALESCE(s.weight, 0) DESC, r.entity_key LIMIT ?",
+            (*params, wanted, int(hops), *params, *params, int(limit)))
+        ranked = [(row[0], row[1]) for row in reached]
+        if not ranked:
+            return GraphResult()
+        chosen = json.dumps([key for key, _ in ranked])
+        ents = self._query("SELECT c.entity_key, c.name, c.type, c.description, c.mentions, c.document_id, "
+                           f"c.chunks FROM kg_entities c WHERE {where} AND c.entity_key IN "
+                           "(SELECT value FROM json_each(?)) ORDER BY c.document_id", (*params, chosen))
+        rels = self._query("SELECT c.source_key, c.target_key, c.type, c.weight, c.description, c.document_id, "
+                           f"c.chunks FROM kg_relations c WHERE {where} AND c.source_key IN "
+                           "(SELECT value FROM json_each(?)) AND c.target_key IN (SELECT value FROM json_each(?)) "
+                           "ORDER BY c.document_id", (*params, chosen, chosen))
+        return build_result(ranked, ((*row[:6], json.loads(row[6])) for row in ents),
+                            ((*row[:6], json.loads(row[6])) for row in rels), relation_limit)
+
+    def put_summary(self, tenant: str, document_id: str, summary: str, topics: Sequence[str],
+                    keywords=None) -> None:
+        """Set a document's KB-map summary and topics, and replace its keyword counts
+        when `keywords` ({term: count}) is given."""
+        d = self.get_document(tenant, document_id)
+        with self.transaction() as db:
+            db.execute("INSERT INTO document_summaries VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (document_id) "
+                       "DO UPDATE SET summary = excluded.summary, topics = excluded.topics, "
+                       "updated_at = excluded.updated_at",
+                       (document_id, tenant, d.kb_id, summary, json.dumps(list(topics)), time.time()))
+            if keywords is not None:
+                db.execute("DELETE FROM document_terms WHERE document_id = ?", (document_id,))
+                db.executemany("INSERT INTO document_terms VALUES (?, ?, ?, ?, ?)",
+                               [(document_id, tenant, d.kb_id, term, int(n)) for term, n in keywords.items()])
+
+    def kb_map(self, tenant: str, kb_id: str):
+        """One MapEntry per document of the kb (ready, or summarised), in ingest order."""
+        from ..kbmap import MapEntry
+
+        rows = self._query("SELECT d.id, d.title, d.filename, s.summary, s.topics FROM documents d "
+                           "LEFT JOIN document_summaries s ON s.document_id = d.id WHERE d.tenant = ? AND "
+                           "d.kb_id = ? AND (d.status = 'ready' OR s.document_id IS NOT NULL) "
+                           "ORDER BY d.created_at, d.id", (tenant, kb_id))
+        return [MapEntry(row[0], row[1], row[2], row[3] or "", tuple(json.loads(row[4] or "[]"))) for row in rows]
+
+    def document_keywords(self, tenant: str, document_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """{document id: {term: count}} stored by put_summary, for these documents."""
+        found: dict[str, dict[str, int]] = {}
+        # "+tenant": look the few ids up by primary key, not by the tenant's index
+        rows = self._query("SELECT document_id, term, count FROM document_terms WHERE document_id IN "
+                           "(SELECT value FROM json_each(?)) AND +tenant = ? ORDER BY count DESC, term",
+                           (json.dumps(list(document_ids)), tenant))
+        for document_id, term, count in rows:
+            found.setdefault(document_id, {})[term] = count
+        return found
+
+    def term_counts(self, tenant: str, kb_id: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(summarised documents in the kb, {term: how many of them have it as a keyword})."""
+        total = self._query("SELECT COUNT(*) FROM document_summaries WHERE tenant = ? AND kb_id = ?",
+                            (tenant, kb_id))[0][0]
+        rows = self._query("SELECT term, COUNT(*) FROM document_terms WHERE tenant = ? AND kb_id = ? AND "
+                           "term IN (SELECT value FROM json_each(?)) GROUP BY term",
+                           (tenant, kb_id, json.dumps(list(dict.fromkeys(terms)))))
+        return total, {row[0]: row[1] for row in rows}
 
 
 def _scope_sql(scope: Scope, prefix: str = "") -> tuple[str, list]:
