@@ -163,3 +163,29 @@ def test_delete_forgets_the_text_everywhere(api):
     assert not original.exists()
     assert store.get_chunks(T, doc["id"]) == []
     assert store.missing_embeddings(api.engine.embedder.model_id, hashes) == hashes
+
+
+def test_kb_map_and_graph_search_endpoints_follow_the_documents(api):
+    text = ("# Pump Station Nordwind\n\nThe Nordwind Station feeds the Kessel Reservoir. "
+            "The Kessel Reservoir supplies Altstadt District with drinking water.")
+    doc = add(api, {"text": text, "title": "Nordwind"})
+    wait_document(api.client, doc["id"], api.keys)
+    kb_map = api.client.get("/v1/kbs/support/map", headers=api.keys).json()
+    entry = next(e for e in kb_map["entries"] if e["document_id"] == doc["id"])
+    assert entry["title"] == "Nordwind" and "Kessel Reservoir" in entry["summary"]
+    assert 'KB "support"' in kb_map["text"]
+    found = api.client.post("/v1/kbs/support/graph/search", json={"query": "What does Nordwind Station feed?"},
+                            headers=api.keys).json()
+    names = {e["name"] for e in found["entities"]}
+    assert "Nordwind Station" in names and "Kessel Reservoir" in names
+    assert "Altstadt District" in names, "two hops away, through the reservoir"
+    assert "Connections:" in found["text"]
+    other = api.client.post("/v1/kbs", json={"name": "elsewhere"}, headers=api.keys)
+    assert other.status_code == 201
+    assert api.client.post("/v1/kbs/elsewhere/graph/search", json={"query": "Nordwind Station"},
+                           headers=api.keys).json()["entities"] == []
+    assert api.client.delete(f"/v1/documents/{doc['id']}", headers=api.keys).status_code == 204
+    after = api.client.get("/v1/kbs/support/map", headers=api.keys).json()
+    assert doc["id"] not in {e["document_id"] for e in after["entries"]}
+    assert api.client.post("/v1/kbs/support/graph/search", json={"query": "Nordwind Station"},
+                           headers=api.keys).json()["entities"] == []

@@ -37,6 +37,11 @@ class SearchIn(Strict):
     mode: Literal["hybrid", "vector", "text"] = "hybrid"
 
 
+class GraphSearchIn(Strict):
+    query: str = Field(min_length=1)
+    hops: int = Field(2, ge=1, le=2)
+
+
 class AskIn(Strict):
     question: str = Field(min_length=1)
     top_k: int | None = Field(None, ge=1, le=1000)
