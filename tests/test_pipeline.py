@@ -1,4 +1,5 @@
-"""End-to-end ingest and search with the real model, real files and a real SQLite file."""
+"""End-to-end ingest, search and ask with the real model and real files, on each store
+backend: a SQLite file, and a fresh database on the session's embedded PostgreSQL."""
 
 from pathlib import Path
 
@@ -6,8 +7,10 @@ import pytest
 
 import filegen
 from groundwork import pipeline
+from groundwork.config import load_settings
 from groundwork.errors import ExtractError, LimitExceeded, NotFound, UnsupportedFile
 from groundwork.types import DEFAULT_TENANT, Scope
+from pg_fixtures import pg_server, pg_url  # noqa: F401 - the postgres param's server and database
 
 REFUNDS = """# Refund policy
 
@@ -36,6 +39,18 @@ def long_doc(sections: int) -> str:
     return "# Manual\n\n" + "\n\n".join(parts)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request):
+    """GROUNDWORK_DATABASE_URL for each backend (None: the embedded SQLite file)."""
+    return request.getfixturevalue("pg_url") if request.param == "postgres" else None
+
+
+@pytest.fixture
+def settings(tmp_path, database_url):
+    """Overrides conftest's: the shared `engine` fixture then opens each backend."""
+    return load_settings(home=tmp_path / "home", database_url=database_url)
+
+
 @pytest.fixture
 def kb(engine):
     return engine.store.create_kb(DEFAULT_TENANT, "support")
@@ -51,6 +66,10 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_each_run_uses_its_backend(engine, database_url):
+    assert type(engine.store).__name__ == ("SQLiteStore" if database_url is None else "PostgresStore")
 
 
 def test_reingesting_unchanged_files_does_no_embedding(engine, kb, tmp_path):
@@ -153,20 +172,22 @@ def test_every_format_ingests_with_pages(engine, kb, scope, tmp_path):
     assert engine.store.get_progress(DEFAULT_TENANT, scanned.document_id)["ocr_pages"] == [1]
 
 
-def test_ask_through_an_openai_compatible_server(tmp_path, embedder):
+def test_ask_through_an_openai_compatible_server(tmp_path, embedder, database_url):
     from fake_openai import serve_fake_openai
-    from groundwork.config import load_settings
     from groundwork.engine import Engine
 
     def reply(body):
         return "Refunds take up to 5 business days [1]. Shipping is worldwide [7]."
 
     with serve_fake_openai(reply) as server:
-        engine = Engine.open(load_settings(home=tmp_path / "h", llm_base_url=server, llm_model="gpt-4o-mini",
-                                           llm_api_key="sk-local"), embedder=embedder)
-        kb = engine.store.create_kb(DEFAULT_TENANT, "support")
-        pipeline.ingest_paths(engine, [write(tmp_path, "refunds.md", REFUNDS)], kb_id=kb.id)
-        answer = pipeline.ask(engine, "How fast are refunds?", scope=Scope(kb_ids=(kb.id,)), top_k=2)
+        engine = Engine.open(load_settings(home=tmp_path / "h", database_url=database_url, llm_base_url=server,
+                                           llm_model="gpt-4o-mini", llm_api_key="sk-local"), embedder=embedder)
+        try:
+            kb = engine.store.create_kb(DEFAULT_TENANT, "support")
+            pipeline.ingest_paths(engine, [write(tmp_path, "refunds.md", REFUNDS)], kb_id=kb.id)
+            answer = pipeline.ask(engine, "How fast are refunds?", scope=Scope(kb_ids=(kb.id,)), top_k=2)
+        finally:
+            engine.close()
         sent = server.requests[-1]
     assert sent["model"] == "gpt-4o-mini"
     assert sent["messages"][0]["role"] == "system" and "---KNOWLEDGE BASE CONTEXT---" in sent["messages"][0]["content"]

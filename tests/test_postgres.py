@@ -145,3 +145,59 @@ def test_one_store_serves_two_threads(pg_url):
         assert store.missing_embeddings("fresh", ["hta-0", "htb-14", "nope"]) == ["nope"]
     finally:
         store.close()
+
+
+def test_pg_settings_reach_the_store(pg_url, tmp_path, monkeypatch):
+    from groundwork.config import load_settings
+    from groundwork.errors import ConfigError
+    from groundwork.store import open_store
+
+    for name, value in (("GROUNDWORK_PG_POOL_SIZE", "3"), ("GROUNDWORK_PG_HNSW_M", "8"),
+                        ("GROUNDWORK_PG_HNSW_EF_CONSTRUCTION", "20"), ("GROUNDWORK_PG_EF_SEARCH", "40"),
+                        ("GROUNDWORK_PG_ITERATIVE_SCAN", "strict_order"), ("GROUNDWORK_PG_MAX_SCAN_TUPLES", "5000"),
+                        ("GROUNDWORK_PG_EXACT_BELOW", "0")):
+        monkeypatch.setenv(name, value)
+    store = open_store(load_settings(home=tmp_path, database_url=pg_url))
+    try:
+        add_document(store, "t", "d", range(20))
+        store.put_embeddings("m", [f"h{i}" for i in range(20)], np.eye(20, 8, dtype=np.float32) + 0.1)
+        explained = store.explain_vector_search(Scope("t"), "m", np.ones(8, dtype=np.float32), 5, analyze=False)
+        assert explained["settings"] == {"hnsw.ef_search": "40", "hnsw.iterative_scan": "strict_order",
+                                         "hnsw.max_scan_tuples": "5000"}
+        assert "cosine_distance" not in explained["plan"]  # exact_below 0: never the forced exact scan
+        with psycopg.connect(pg_url) as conn:
+            (options,) = conn.execute("SELECT reloptions FROM pg_class "
+                                      "WHERE relname LIKE 'embeddings_%_hnsw'").fetchone()
+        assert options == ["m=8", "ef_construction=20"]
+        assert store._pool.max_size == 3
+    finally:
+        store.close()
+    monkeypatch.setenv("GROUNDWORK_PG_HNSW_EF_CONSTRUCTION", "10")  # pgvector needs at least 2 * m
+    with pytest.raises(ConfigError, match="GROUNDWORK_PG_HNSW_EF_CONSTRUCTION"):
+        open_store(load_settings(home=tmp_path, database_url=pg_url))
+    monkeypatch.setenv("GROUNDWORK_PG_EF_SEARCH", "0")
+    with pytest.raises(ConfigError, match="GROUNDWORK_PG_EF_SEARCH"):
+        load_settings(home=tmp_path, database_url=pg_url)
+
+
+def test_a_read_only_connection_can_open_and_search(pg_url):
+    """What a process pointed at a read replica does: open (no migration to write) and
+    search; writes fail. `default_transaction_read_only` stands in for a hot standby."""
+    from groundwork.errors import StoreError
+
+    primary = PostgresStore(pg_url)
+    try:
+        add_document(primary, "t", "d", range(5))
+        primary.put_embeddings("m", [f"h{i}" for i in range(5)], np.eye(5, 8, dtype=np.float32))
+    finally:
+        primary.close()
+    replica = PostgresStore(pg_url + "&options=-c%20default_transaction_read_only%3Don", pool_size=2)
+    try:
+        assert replica.applied_migrations == []
+        hits = replica.vector_search(Scope("t"), "m", np.eye(5, 8, dtype=np.float32)[3], 2)
+        assert hits[0].chunk.content_hash == "h3" and hits[0].score == pytest.approx(1.0)
+        assert [h.chunk.content_hash for h in replica.text_search(Scope("t"), "row 2", 5)][:1] == ["h2"]
+        with pytest.raises(StoreError, match="read-only"):
+            replica.create_kb("t", "nope")
+    finally:
+        replica.close()

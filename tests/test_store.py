@@ -28,3 +28,37 @@ def test_sqlite_migrations_are_recorded_once(tmp_path):
     again = SQLiteStore(tmp_path / "m.db")
     assert again.migrate() == []
     again.close()
+
+
+def test_the_methods_a_copy_reads_and_writes(store):
+    """put_kb / get_source_key / embedding_models / get_embeddings (groundwork.transfer)."""
+    import numpy as np
+
+    from groundwork.errors import InvalidRequest, NotFound
+    from groundwork.types import KnowledgeBase
+    from store_contract import MODEL, make_document, unit
+
+    kb = KnowledgeBase("kb_fixed", "t1", "moved", "from elsewhere", 12.5)
+    store.put_kb(kb)
+    store.put_kb(kb)  # again: nothing changes
+    assert store.list_kbs("t1") == [kb] and store.get_kb("t1", "kb_fixed") == kb
+    with pytest.raises(InvalidRequest):
+        store.put_kb(KnowledgeBase("kb_other", "t1", "moved"))  # the name is taken by another id
+    with pytest.raises(InvalidRequest):
+        store.put_kb(KnowledgeBase("kb_fixed", "t2", "moved"))  # the id is taken in another tenant
+    assert store.list_kbs("t2") == []
+
+    doc = make_document(store, "t1", kb.id, "d1", texts=("a", "b"), vectors=[unit(1, 0), unit(0, 1)])
+    assert store.get_source_key("t1", doc.id) == "key-d1"
+    with pytest.raises(NotFound):
+        store.get_source_key("t2", doc.id)
+    assert store.embedding_models() == {MODEL: 8}
+    hashes = [c.content_hash for c in store.get_chunks("t1", doc.id)]
+    got = store.get_embeddings(MODEL, [hashes[1], hashes[0], hashes[1]])
+    assert got.dtype == np.float32 and got.shape == (3, 8)
+    np.testing.assert_allclose(got, np.vstack([unit(0, 1), unit(1, 0), unit(0, 1)]), atol=1e-6)
+    assert store.get_embeddings(MODEL, []).shape == (0, 8)
+    with pytest.raises(NotFound):
+        store.get_embeddings(MODEL, [hashes[0], "no-such-hash"])
+    with pytest.raises(NotFound):
+        store.get_embeddings("no-such-model", hashes)

@@ -375,6 +375,8 @@ def worker(data_dir: DataDir = None,
 
     engine = _engine(data_dir)
     pool = WorkerPool(engine, open_queue(engine), workers=threads)
+    # Load the model before taking jobs: a worker that cannot must not use up their attempts.
+    engine.embedder  # noqa: B018
     if once:
         pool.recover()
         pool.drain()
@@ -410,7 +412,8 @@ def migrate(data_dir: DataDir = None) -> None:
     store = open_store(settings)  # opening a store applies what is pending
     applied = store.applied_migrations
     store.close()
-    where = _redacted(settings.database_url) if settings.database_url else str(Path(settings.home) / "groundwork.db")
+    where = (_redacted(settings.database_url) if settings.database_url
+             else str(Path(settings.home) / "groundwork.db"))
     for name in applied:
         typer.echo(f"applied {name}")
     typer.echo(f"{where}: {len(applied)} migrations applied" if applied else f"{where}: up to date")
@@ -421,9 +424,11 @@ def copy_(source: Annotated[str, typer.Option("--from", help="A GROUNDWORK_HOME 
                                                              "originals), sqlite:///FILE or postgresql://...")],
           target: Annotated[str, typer.Option("--to", help="The same forms. With a URL, originals go to the "
                                                            "configured storage (GROUNDWORK_STORAGE, --data-dir).")],
-          kbs: Annotated[Optional[list[str]], typer.Option("--kb", help="Only these knowledge bases.")] = None,
-          tenants: Annotated[Optional[list[str]], typer.Option("--tenant", help="Only these tenants (default: the "
-                                                               "default tenant and every tenant with an API key).")] = None,
+          kbs: Annotated[Optional[list[str]], typer.Option("--kb", help="Only this knowledge base (repeatable); "
+                                                           "objects are then not copied.")] = None,
+          tenants: Annotated[Optional[list[str]], typer.Option(
+              "--tenant", help="Only this tenant (repeatable; default: the default tenant and every tenant "
+                               "with an API key).")] = None,
           data_dir: DataDir = None) -> None:
     """Copy knowledge bases with their documents, chunks, embeddings (of every model),
     assistants/templates/records/conversations and originals to another store, under the
@@ -446,6 +451,9 @@ def copy_(source: Annotated[str, typer.Option("--from", help="A GROUNDWORK_HOME 
                f"{report.objects} objects, {report.originals} originals; vectors: {vectors}")
     if report.missing_originals:
         typer.echo(f"{len(report.missing_originals)} documents had no original in the source", err=True)
+    if report.unfinished:
+        typer.echo(f"{len(report.unfinished)} documents were still being ingested in the source; "
+                   "submit them again on the target", err=True)
 
 
 def main() -> None:
