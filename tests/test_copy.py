@@ -17,7 +17,6 @@ from groundwork.engine import Engine
 from groundwork.store.sqlite import migrations
 from groundwork.transfer import copy_data
 from groundwork.types import DEFAULT_TENANT, Scope
-from pg_fixtures import pg_server, pg_url  # noqa: F401 - server per session, database per test
 
 DOCS = {
     "refunds.md": "# Refund policy\n\nWe offer a 30-day refund window from the date of delivery. Refunds are "

@@ -18,7 +18,6 @@ from groundwork.jobs import SQLiteJobQueue, WorkerPool, open_queue
 from groundwork.pipeline import Source
 from groundwork.store.sqlite import SQLiteStore
 from groundwork.types import DEFAULT_TENANT
-from pg_fixtures import pg_server, pg_url  # noqa: F401 - server per session, database per test
 
 BACKENDS = ["sqlite", "postgres"]
 

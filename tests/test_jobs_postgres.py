@@ -27,7 +27,6 @@ from groundwork.pipeline import Source
 from groundwork.store.postgres import PostgresStore
 from groundwork.types import DEFAULT_TENANT
 from fake_openai import serve_fake_openai
-from pg_fixtures import pg_server, pg_url  # noqa: F401 - server per session, database per test
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from groundwork import pipeline
 from groundwork.config import load_settings
 from groundwork.errors import ExtractError, LimitExceeded, NotFound, UnsupportedFile
 from groundwork.types import DEFAULT_TENANT, Scope
-from pg_fixtures import pg_server, pg_url  # noqa: F401 - the postgres param's server and database
 
 REFUNDS = """# Refund policy
 

@@ -12,7 +12,6 @@ import pytest
 from groundwork.store.postgres import PostgresStore, migrate
 from groundwork.store.sqlite import migrations
 from groundwork.types import Chunk, Document, Scope
-from pg_fixtures import pg_server, pg_url  # noqa: F401 - server per session, database per test
 
 N, DIM, K = 20_000, 384, 10
 SMALL = np.arange(0, N, 100)  # tenant "small" owns 1% of the rows, spread over the graph

@@ -3,7 +3,6 @@
 import pytest
 
 from groundwork.store.sqlite import SQLiteStore
-from pg_fixtures import pg_server, pg_url  # noqa: F401 - the postgres param's server
 from store_contract import *  # noqa: F401,F403 - the contract's tests
 
 
