@@ -61,3 +61,25 @@ def test_the_methods_a_copy_reads_and_writes(store):
         store.get_embeddings(MODEL, [hashes[0], "no-such-hash"])
     with pytest.raises(NotFound):
         store.get_embeddings("no-such-model", hashes)
+
+
+def test_sqlite_vector_matrix_survives_unrelated_writes(tmp_path):
+    from store_contract import MODEL, make_document, unit
+
+    from groundwork.types import Scope
+
+    store = SQLiteStore(tmp_path / "v.db")
+    make_document(store, "t1", None, "d1", texts=("first",), vectors=[unit(1)])
+    store.vector_search(Scope("t1"), MODEL, unit(1), 5)
+    built = store._indexes[MODEL]
+    store.put_object("t1", "conversation", "c1", {"id": "c1"})  # a chat turn
+    store.set_status("t1", "d1", "ready")
+    other = SQLiteStore(tmp_path / "v.db")  # another process's connection
+    other.put_object("t1", "conversation", "c2", {"id": "c2"})
+    store.vector_search(Scope("t1"), MODEL, unit(1), 5)
+    assert store._indexes[MODEL] is built
+    make_document(other, "t1", None, "d2", texts=("second",), vectors=[unit(1, 1)])
+    assert {h.document.id for h in store.vector_search(Scope("t1"), MODEL, unit(1), 5)} == {"d1", "d2"}
+    assert store._indexes[MODEL] is not built
+    other.close()
+    store.close()

@@ -31,7 +31,7 @@ def main(engine: Engine) -> dict:
     dropped = pipeline.ingest_bytes(engine, USER_FILE, "my_routine.md").document_id
     messages = (Message("user", "I started taking collagen peptides."),
                 Message("assistant", "Great, how much do you take?"),
-                Message("user", "Is my daily amount typical, and why does vitamin C matter?"))
+                Message("user", "Is 10 grams a typical daily serving of collagen, and why does vitamin C matter?"))
     answer = pipeline.chat(engine, ChatRequest(messages=messages, assistant_id=bot.id,
                                                files=({"document_id": dropped, "mode": "full"},)))
     return answer_json(answer)

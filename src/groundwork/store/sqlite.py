@@ -44,7 +44,7 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
 
 @dataclass
 class _VectorIndex:
-    version: tuple[int, int]
+    version: int
     rowids: np.ndarray
     matrix: np.ndarray
     tenant: np.ndarray  # integer codes, see `codes`
@@ -65,7 +65,6 @@ class SQLiteStore:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
         self._db.row_factory = sqlite3.Row
         self._lock = threading.RLock()
-        self._writes = 0
         self._indexes: dict[str, _VectorIndex] = {}
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
             self._db.execute(f"PRAGMA {pragma}")
@@ -84,7 +83,6 @@ class SQLiteStore:
                 raise
             else:
                 self._db.execute("COMMIT")
-                self._writes += 1
 
     def _query(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -212,6 +210,7 @@ class SQLiteStore:
             hashes = [r[0] for r in db.execute("SELECT content_hash FROM chunks WHERE document_id = ?",
                                                (document_id,))]
             self._delete_chunks(db, document_id)
+            self._bump(db)
             db.execute("DELETE FROM document_texts WHERE document_id = ?", (document_id,))
             db.execute("DELETE FROM documents WHERE tenant = ? AND id = ?", (tenant, document_id))
             self._drop_orphan_embeddings(db, hashes)
@@ -236,6 +235,7 @@ class SQLiteStore:
             old = [r[0] for r in db.execute("SELECT content_hash FROM chunks WHERE document_id = ?",
                                             (document_id,))]
             self._delete_chunks(db, document_id)
+            self._bump(db)
             for c in chunks:
                 cur = db.execute(
                     f"INSERT INTO chunks (tenant, kb_id, record_id, {_CHUNK_COLUMNS}) "
@@ -294,6 +294,7 @@ class SQLiteStore:
                 db.execute("INSERT INTO embedding_models VALUES (?, ?, ?)", (model_id, dim, time.time()))
             elif row[0] != dim:
                 raise StoreError(f"model {model_id} has dimension {row[0]} in this store, got {dim}")
+            self._bump(db)
             db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
                            [(model_id, h, dim, v.tobytes()) for h, v in zip(hashes, vectors)])
 
@@ -375,10 +376,13 @@ class SQLiteStore:
                             text_score=score if kind == "text" else None))
         return hits
 
-    def _version(self) -> tuple[int, int]:
-        with self._lock:
-            data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
-        return (data_version, self._writes)
+    def _version(self) -> int:
+        """The index version: changes with chunks and embeddings only, from any process."""
+        return self._query("SELECT version FROM index_version WHERE id = 1")[0][0]
+
+    @staticmethod
+    def _bump(db: sqlite3.Connection) -> None:
+        db.execute("UPDATE index_version SET version = version + 1 WHERE id = 1")
 
     def _vector_index(self, model_id: str) -> _VectorIndex:
         version = self._version()
