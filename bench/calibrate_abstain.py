@@ -314,8 +314,8 @@ def main() -> int:
         "unrelated sentences from on-topic passages. The mix accepts more false abstentions on "
         "answerable questions in exchange for abstaining on most on-topic-but-unanswering "
         "passages; other-article negatives stay almost fully covered.",
-        f"- Answer quality at the chosen settings (held-out answerable, current `select`: sentences "
-        f">= max(t, 0.6 x best)): {qline(q_new)}.",
+        f"- Answer quality at the chosen settings (held-out answerable, current `select`: the best "
+        f"sentence must reach t, the others >= 0.6 x best): {qline(q_new)}.",
         f"- Same, at the previous settings (w = {old['weight']}, t = {old['threshold']}): {qline(q_old)}.",
         "",
         "### Previous rule, for reference: answerable vs other-article only",
