@@ -350,3 +350,18 @@ def test_extractive_answerer_reuses_sentence_vectors(engine):
     second = extractive_answer("When do zebras get cleaned?", hits, engine.embedder)
     assert engine.embedder.texts == 1, "only the new question is embedded"
     assert "Tuesday" in first.text and "Tuesday" in second.text
+
+
+def test_kb_documents_ingested_with_a_mode(engine):
+    kb = engine.store.create_kb(DEFAULT_TENANT, "handbook")
+    rules = pipeline.ingest_bytes(engine, b"# House rules\n\nNo flash photography near the nocturnal house.",
+                                  "rules.md", kb_id=kb.id, mode="full").document_id
+    add_file(engine, manual(), "zoo.md", kb_id=kb.id)
+    answer = chat(engine, "When are penguins fed?", kb_ids=(kb.id,))
+    assert ("rules.md", "full", "kb:handbook") in {(i.filename, i.kind, i.group) for i in answer.context.included}
+    assert all(i.filename != "rules.md" for i in answer.context.included if i.kind == "chunk")
+    assert any(i.filename == "zoo.md" and i.kind == "chunk" for i in answer.context.included)
+    again = pipeline.ingest_bytes(engine, b"# House rules\n\nNo flash photography near the nocturnal house.",
+                                  "rules.md", kb_id=kb.id, mode="rag")
+    assert again.status == "unchanged" and engine.store.get_document(DEFAULT_TENANT, rules).mode == "rag"
+    assert all(i.kind == "chunk" for i in chat(engine, "flash photography?", kb_ids=(kb.id,)).context.included)

@@ -61,12 +61,18 @@ def _emit(data: dict) -> None:
 
 @app.command()
 def ingest(paths: Annotated[list[str], typer.Argument(help="Files, directories or URLs.")],
-           kb: KbName, data_dir: DataDir = None, as_json: AsJson = False) -> None:
+           kb: KbName,
+           mode: Annotated[Optional[str], typer.Option(
+               help="How chats over this kb use these documents: rag (retrieved chunks, the default), "
+                    "full (whole text) or auto (whole if it fits the budget).")] = None,
+           data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """Ingest files (directories recursively) and URLs into a knowledge base."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import pipeline
 
+    if mode not in (None, "rag", "full", "auto"):
+        raise GroundworkError(f"--mode must be rag, full or auto, got {mode!r}")
     engine = _engine(data_dir)
     knowledge_base, _ = _scope(engine, kb, create=True)
     urls = [p for p in paths if p.startswith(("http://", "https://"))]
@@ -85,9 +91,9 @@ def ingest(paths: Annotated[list[str], typer.Argument(help="Files, directories o
                     f"{report.chunks} chunks, {report.embedded} embedded"
                 typer.echo(f"{report.status:9} {report.filename}: {detail}", err=report.status == "failed")
 
-        pipeline.ingest_paths(engine, files, kb_id=knowledge_base.id, on_file=done)
+        pipeline.ingest_paths(engine, files, kb_id=knowledge_base.id, mode=mode, on_file=done)
         for url in urls:
-            done(pipeline.ingest_url(engine, url, kb_id=knowledge_base.id))
+            done(pipeline.ingest_url(engine, url, kb_id=knowledge_base.id, mode=mode))
     if as_json:
         for r in reports:
             _emit({"filename": r.filename, "document_id": r.document_id, "status": r.status,

@@ -45,6 +45,7 @@ class Source:
     title: str | None = None
     importance: float = 1.0
     document_id: str | None = None  # replace this document (PUT)
+    mode: str | None = None  # how the kb's chats use it (rag | full | auto); None keeps it / rag
 
 
 @dataclass
@@ -125,11 +126,16 @@ def _prepare(engine: Engine, source: Source, on_stage: StageCallback) -> _Prepar
         if (same is not None and same.status == "ready" and same.record_id == s.record_id
                 and s.document_id in (None, same.id)):
             p.report.document_id, p.report.status = same.id, "unchanged"
+            if s.mode and s.mode != same.mode:  # same bytes, new mode: no extraction, no embedding
+                store.put_document(replace(same, mode=s.mode), store.get_source_key(s.tenant, same.id))
             p.report.chunks = store.chunk_counts(s.tenant, [same.id]).get(same.id, 0)
             return p
         key = s.source_key or s.source_url or s.filename
         p.previous = (store.get_document(s.tenant, s.document_id) if s.document_id
                       else store.find_document(s.tenant, s.kb_id, source_key=key))
+        if s.mode not in (None, "rag", "full", "auto"):
+            from .errors import InvalidRequest
+            raise InvalidRequest(f"mode must be rag, full or auto, got {s.mode!r}")
         p.content_type = ensure_matches(s.filename, s.content_type, s.data)
         on_stage("extracting", {})
         p.extracted = extract(s.data, s.filename, p.content_type)
@@ -157,6 +163,7 @@ def _write(engine: Engine, p: _Prepared) -> None:
         size=len(s.data), content_hash=p.digest, source_url=s.source_url,
         version=_next_version(previous), status="indexing",
         importance=s.importance, record_id=s.record_id,
+        mode=s.mode or (previous.mode if previous else "rag"),
         created_at=previous.created_at if previous else now, updated_at=now)
     engine.storage.put(s.tenant, doc_id, s.data)
     store.put_document(document, s.source_key or s.source_url or s.filename)
@@ -376,6 +383,7 @@ def process_document(engine: Engine, tenant: str, document_id: str, *, on_stage:
     source = Source(engine.storage.get(tenant, document_id), document.filename, tenant=tenant,
                     kb_id=document.kb_id, record_id=document.record_id, source_url=document.source_url,
                     content_type=document.content_type, title=title, importance=document.importance,
+                    mode=document.mode,
                     document_id=document_id)
     p = _prepare(engine, source, on_stage)
     if p.report.status == "failed":

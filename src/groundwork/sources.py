@@ -14,7 +14,7 @@ from .errors import NotFound, PermissionDenied
 from .store import Store
 from .types import Document, KnowledgeBase, Mode, Scope
 
-PRIORITY = {"template": 0, "assistant": 1, "conversation": 2, "record": 3}
+PRIORITY = {"template": 0, "assistant": 1, "conversation": 2, "kb": 3, "record": 4}
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,11 @@ def resolve(store: Store, tenant: str, *, assistant: Assistant | None = None,
             raise PermissionDenied(f"assistant {assistant.name!r} has no access to knowledge base {kb.name!r}")
         if kb not in kbs:
             kbs.append(kb)
+            # kb documents ingested with --mode full|auto are whole-text candidates too
+            for document in store.list_documents(tenant, kb.id):
+                if document.mode in ("full", "auto") and document.status == "ready" and document.id not in seen:
+                    seen.add(document.id)
+                    files.append(SourceFile(document, document.mode, "kb", f"kb:{kb.name}"))
 
     groups = []
     for name in ("assistant/template", "conversation", "record"):

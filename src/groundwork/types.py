@@ -70,6 +70,7 @@ class Document:
     error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    mode: str = "rag"  # how its kb's chats use it: rag | full | auto (`ingest --mode`)
 
 
 @dataclass(frozen=True)

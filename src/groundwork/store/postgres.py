@@ -52,7 +52,7 @@ except ImportError as exc:  # only needed when a postgresql:// URL is configured
                       "pip install 'psycopg[binary]' psycopg-pool pgvector") from None
 
 _DOC_COLUMNS = ("id, tenant, kb_id, filename, title, content_type, size, content_hash, source_url, "
-                "version, status, importance, record_id, error, created_at, updated_at")
+                "version, status, importance, record_id, error, created_at, updated_at, mode")
 _CHUNK_COLUMNS = ("document_id, idx, text, heading_path, pages, char_start, char_end, "
                   "token_count, content_hash")
 _CHUNK_INSERT = f"tenant, kb_id, record_id, {_CHUNK_COLUMNS}"
@@ -194,16 +194,17 @@ class PostgresStore:
         with self._conn() as conn:
             cur = conn.execute(
                 f"INSERT INTO documents ({_DOC_COLUMNS}, source_key) VALUES "
-                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (id) DO UPDATE SET filename = excluded.filename, title = excluded.title, "
                 "content_type = excluded.content_type, size = excluded.size, "
                 "content_hash = excluded.content_hash, source_url = excluded.source_url, "
                 "version = excluded.version, status = excluded.status, importance = excluded.importance, "
-                "error = excluded.error, updated_at = excluded.updated_at, source_key = excluded.source_key "
+                "error = excluded.error, updated_at = excluded.updated_at, source_key = excluded.source_key, "
+                "mode = excluded.mode "
                 "WHERE documents.tenant = excluded.tenant",
                 (d.id, d.tenant, d.kb_id, d.filename, d.title, d.content_type, d.size, d.content_hash,
                  d.source_url, d.version, d.status, d.importance, d.record_id, d.error,
-                 d.created_at, d.updated_at, source_key))
+                 d.created_at, d.updated_at, d.mode, source_key))
             if cur.rowcount == 0:  # the id exists in another tenant: never overwrite across tenants
                 raise InvalidRequest(f"document id {d.id!r} is already in use")
 

@@ -23,7 +23,7 @@ from ..types import Chunk, Document, Hit, KnowledgeBase, Scope
 from .textquery import fts5_match
 
 _DOC_COLUMNS = ("id, tenant, kb_id, filename, title, content_type, size, content_hash, source_url, "
-                "version, status, importance, record_id, error, created_at, updated_at")
+                "version, status, importance, record_id, error, created_at, updated_at, mode")
 _CHUNK_COLUMNS = ("document_id, idx, text, heading_path, pages, char_start, char_end, "
                   "token_count, content_hash")
 
@@ -147,15 +147,16 @@ class SQLiteStore:
         with self.transaction() as db:
             db.execute(
                 f"INSERT INTO documents ({_DOC_COLUMNS}, source_key) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET filename = excluded.filename, title = excluded.title, "
                 "content_type = excluded.content_type, size = excluded.size, "
                 "content_hash = excluded.content_hash, source_url = excluded.source_url, "
                 "version = excluded.version, status = excluded.status, importance = excluded.importance, "
-                "error = excluded.error, updated_at = excluded.updated_at, source_key = excluded.source_key",
+                "error = excluded.error, updated_at = excluded.updated_at, source_key = excluded.source_key, "
+                "mode = excluded.mode",
                 (d.id, d.tenant, d.kb_id, d.filename, d.title, d.content_type, d.size, d.content_hash,
                  d.source_url, d.version, d.status, d.importance, d.record_id, d.error,
-                 d.created_at, d.updated_at, source_key))
+                 d.created_at, d.updated_at, d.mode, source_key))
 
     def get_document(self, tenant: str, document_id: str) -> Document:
         rows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = ? AND id = ?",
