@@ -189,3 +189,21 @@ def test_kb_map_and_graph_search_endpoints_follow_the_documents(api):
     assert doc["id"] not in {e["document_id"] for e in after["entries"]}
     assert api.client.post("/v1/kbs/support/graph/search", json={"query": "Nordwind Station"},
                            headers=api.keys).json()["entities"] == []
+
+
+def test_a_document_can_be_added_with_a_mode(api):
+    doc = add(api, {"text": "Visitors must wear the yellow badge at all times.", "title": "Badge rule",
+                    "mode": "full"})
+    ready = wait_document(api.client, doc["id"], api.keys)
+    assert ready["mode"] == "full"
+    chat = api.client.post("/v1/chat", json={"message": "What must visitors wear?", "kb_ids": ["support"]},
+                           headers=api.keys).json()
+    assert {"filename": "badge-rule.md", "kind": "full"}.items() <= next(
+        i for i in chat["context"]["included"] if i["document_id"] == doc["id"]).items()
+    same = add(api, {"text": "Visitors must wear the yellow badge at all times.", "title": "Badge rule",
+                     "mode": "rag"})
+    assert same["id"] == doc["id"]
+    assert api.client.get(f"/v1/documents/{doc['id']}", headers=api.keys).json()["mode"] == "rag"
+    bad = api.client.post("/v1/kbs/support/documents", json={"text": "x", "mode": "sometimes"}, headers=api.keys)
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request"
+    assert api.client.delete(f"/v1/documents/{doc['id']}", headers=api.keys).status_code == 204

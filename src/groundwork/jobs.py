@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -143,6 +143,9 @@ def submit(engine: Engine, queue: JobQueue, source: Source) -> Document:
         same = store.find_document(s.tenant, s.kb_id, content_hash=digest)
         if same is not None and same.record_id == s.record_id:
             if same.status != "failed":
+                if s.mode and s.mode != same.mode:  # same bytes, new mode: no new work
+                    same = replace(same, mode=s.mode)
+                    store.put_document(same, store.get_source_key(s.tenant, same.id))
                 return same
             current = same  # the same content failed before: try it again under its id
     elif current.content_hash == digest and current.status != "failed":
@@ -161,7 +164,8 @@ def submit(engine: Engine, queue: JobQueue, source: Source) -> Document:
         filename=s.filename, title=s.title or Path(s.filename).stem, content_type=content_type,
         size=len(s.data), content_hash=digest, source_url=s.source_url, version=version, status="queued",
         importance=s.importance, record_id=s.record_id,
-        created_at=current.created_at if current else now, updated_at=now)
+        created_at=current.created_at if current else now, updated_at=now,
+        mode=s.mode or (current.mode if current else "rag"))
     engine.storage.put(s.tenant, document.id, s.data)
     store.put_document(document, s.source_key or s.source_url or s.filename)
     store.set_status(s.tenant, document.id, "queued", progress={"stage": "queued", "stages": {}})

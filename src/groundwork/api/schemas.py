@@ -29,6 +29,8 @@ class DocumentIn(Strict):
     url: str | None = Field(None, description="http(s) URL, fetched server-side")
     text: str | None = Field(None, description="pasted text")
     title: str | None = None
+    mode: Literal["rag", "full", "auto"] | None = Field(
+        None, description="how chats over the kb use it: rag (default), full or auto")
 
 
 class SearchIn(Strict):

@@ -32,8 +32,11 @@ async def source_from_request(request: Request, engine: Engine, tenant: str, **f
         if not uploads:
             raise InvalidRequest("no file: send it in the multipart field \"file\"")
         u = uploads[0]
+        mode = form.get("mode") or None
+        if mode not in (None, "rag", "full", "auto"):
+            raise InvalidRequest(f"mode must be rag, full or auto, got {mode!r}")
         source = Source(u.data, u.filename, tenant=tenant, content_type=u.content_type,
-                        title=form.get("title") or None, **fields)
+                        title=form.get("title") or None, mode=mode, **fields)
     else:
         try:
             body = DocumentIn.model_validate_json(await request.body())
@@ -54,12 +57,12 @@ def _json_source(engine: Engine, tenant: str, body: DocumentIn, fields: dict) ->
             raise InvalidRequest(f"only http(s) URLs can be fetched, got {body.url!r}")
         data, filename, content_type = pipeline.fetch_url(body.url, max_bytes=engine.settings.max_upload_bytes)
         return Source(data, filename, tenant=tenant, source_url=body.url, content_type=content_type,
-                      title=body.title, **fields)
+                      title=body.title, mode=body.mode, **fields)
     if not body.text.strip():
         raise InvalidRequest("\"text\" is empty")
     slug = re.sub(r"[^A-Za-z0-9]+", "-", body.title or "").strip("-").lower()[:60] or "text"
     return Source(body.text.encode("utf-8"), f"{slug}.md", tenant=tenant, content_type="text/markdown",
-                  title=body.title, **fields)
+                  title=body.title, mode=body.mode, **fields)
 
 
 def enqueue_source(request: Request, engine: Engine, queue, source: Source) -> dict:
