@@ -83,3 +83,35 @@ def test_sqlite_vector_matrix_survives_unrelated_writes(tmp_path):
     assert store._indexes[MODEL] is not built
     other.close()
     store.close()
+
+
+def test_sqlite_vector_matrix_appends_new_chunks_and_rebuilds_after_deletes(tmp_path):
+    from store_contract import MODEL, make_document, unit
+
+    from groundwork.chunk import content_hash
+    from groundwork.types import Scope
+
+    store = SQLiteStore(tmp_path / "a.db")
+    kb = store.create_kb("t1", "kb")
+    make_document(store, "t1", kb.id, "d1", texts=("one", "two"), vectors=[unit(1), unit(0, 1)])
+    store.vector_search(Scope("t1"), MODEL, unit(1), 5)
+    first = store._indexes[MODEL]
+    # as the pipeline does: vectors first, then the chunks that use them
+    store.put_embeddings(MODEL, [content_hash("d2:three")], unit(1, 0.1)[None, :])
+    make_document(store, "t2", None, "d2", texts=("three",))
+    hits = store.vector_search(Scope("t2"), MODEL, unit(1), 5)
+    appended = store._indexes[MODEL]
+    assert [h.document.id for h in hits] == ["d2"]
+    assert appended.rebuild == first.rebuild and len(appended.rowids) == 3
+    assert list(appended.rowids[:2]) == list(first.rowids)
+    assert [h.document.id for h in store.vector_search(Scope("t1", kb_ids=(kb.id,)), MODEL, unit(1), 5)] == ["d1", "d1"]
+    store.delete_document("t1", "d1")
+    assert [h.document.id for h in store.vector_search(Scope("t1"), MODEL, unit(1), 5)] == []
+    rebuilt = store._indexes[MODEL]
+    assert rebuilt.rebuild > appended.rebuild and len(rebuilt.rowids) == 1
+    # a vector for a chunk that is already indexed (a re-embedding) also forces a rebuild
+    (chunk,) = store.get_chunks("t2", "d2")
+    store.put_embeddings(MODEL, [chunk.content_hash], unit(0, 0, 1)[None, :])
+    (hit,) = store.vector_search(Scope("t2"), MODEL, unit(0, 0, 1), 5)
+    assert hit.score == pytest.approx(1.0, abs=1e-5)
+    store.close()

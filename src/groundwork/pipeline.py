@@ -172,9 +172,10 @@ def _write(engine: Engine, p: _Prepared) -> None:
     # graph facts and the kb map entry, from the chunk texts (no embedding); both replace the old ones
     index_graph(store, document, p.chunks)
     index_summary(store, document, p.chunks)
-    store.set_status(s.tenant, doc_id, "ready",
-                     progress={"chunks": len(p.chunks), "pages": extracted.page_count,
-                               "ocr_pages": list(extracted.ocr_pages)})
+    # Merged into what the stages recorded (a job's per-stage progress stays visible).
+    progress = {**store.get_progress(s.tenant, doc_id), "chunks": len(p.chunks),
+                "pages": extracted.page_count, "ocr_pages": list(extracted.ocr_pages)}
+    store.set_status(s.tenant, doc_id, "ready", progress=progress)
     p.report.status = "updated" if previous else "ready"
 
 

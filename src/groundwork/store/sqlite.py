@@ -45,6 +45,7 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
 @dataclass
 class _VectorIndex:
     version: int
+    rebuild: int
     rowids: np.ndarray
     matrix: np.ndarray
     tenant: np.ndarray  # integer codes, see `codes`
@@ -211,7 +212,7 @@ class SQLiteStore:
             hashes = [r[0] for r in db.execute("SELECT content_hash FROM chunks WHERE document_id = ?",
                                                (document_id,))]
             self._delete_chunks(db, document_id)
-            self._bump(db)
+            self._bump(db, rebuild=bool(hashes))
             db.execute("DELETE FROM document_texts WHERE document_id = ?", (document_id,))
             db.execute("DELETE FROM documents WHERE tenant = ? AND id = ?", (tenant, document_id))
             self._drop_orphan_embeddings(db, hashes)
@@ -236,7 +237,7 @@ class SQLiteStore:
             old = [r[0] for r in db.execute("SELECT content_hash FROM chunks WHERE document_id = ?",
                                             (document_id,))]
             self._delete_chunks(db, document_id)
-            self._bump(db)
+            self._bump(db, rebuild=bool(old))
             for c in chunks:
                 cur = db.execute(
                     f"INSERT INTO chunks (tenant, kb_id, record_id, {_CHUNK_COLUMNS}) "
@@ -295,7 +296,11 @@ class SQLiteStore:
                 db.execute("INSERT INTO embedding_models VALUES (?, ?, ?)", (model_id, dim, time.time()))
             elif row[0] != dim:
                 raise StoreError(f"model {model_id} has dimension {row[0]} in this store, got {dim}")
-            self._bump(db)
+            # Vectors for chunks already indexed change matrix rows; others only come
+            # into the matrix with chunks written later (appended).
+            self._bump(db, rebuild=any(
+                db.execute(f"SELECT 1 FROM chunks WHERE content_hash IN ({','.join('?' * len(part))}) LIMIT 1",
+                           part).fetchone() for part in (hashes[i:i + 500] for i in range(0, len(hashes), 500))))
             db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
                            [(model_id, h, dim, v.tobytes()) for h, v in zip(hashes, vectors)])
 
@@ -377,39 +382,57 @@ class SQLiteStore:
                             text_score=score if kind == "text" else None))
         return hits
 
-    def _version(self) -> int:
-        """The index version: changes with chunks and embeddings only, from any process."""
-        return self._query("SELECT version FROM index_version WHERE id = 1")[0][0]
+    def _version(self) -> tuple[int, int]:
+        """(version, rebuild): bumped by chunk and embedding writes only, from any
+        process; `rebuild` only by writes that invalidate rows already in the matrix."""
+        return tuple(self._query("SELECT version, rebuild FROM index_version WHERE id = 1")[0])
 
     @staticmethod
-    def _bump(db: sqlite3.Connection) -> None:
-        db.execute("UPDATE index_version SET version = version + 1 WHERE id = 1")
+    def _bump(db: sqlite3.Connection, *, rebuild: bool = False) -> None:
+        db.execute("UPDATE index_version SET version = version + 1, rebuild = rebuild + ? WHERE id = 1",
+                   (int(rebuild),))
 
     def _vector_index(self, model_id: str) -> _VectorIndex:
-        version = self._version()
+        """The model's matrix, refreshed when the index changed: new chunks are appended
+        (rows are loaded in rowid order, so new ones have higher rowids); a deletion or a
+        replaced vector rebuilds it."""
+        with self._lock:  # one refresh at a time: codes are assigned by dictionary size
+            return self._refresh_vector_index(model_id)
+
+    def _refresh_vector_index(self, model_id: str) -> _VectorIndex:
+        version, rebuild = self._version()
         index = self._indexes.get(model_id)
         if index is not None and index.version == version:
             return index
+        append = index is not None and index.rebuild == rebuild and len(index.rowids)
+        after = int(index.rowids[-1]) if append else -1
         rows = self._query("SELECT c.rowid, c.tenant, c.kb_id, c.document_id, c.record_id, e.vector "
                            "FROM chunks c JOIN embeddings e ON e.content_hash = c.content_hash "
-                           "AND e.model_id = ? ORDER BY c.rowid", (model_id,))
-        codes: dict[str, dict[str | None, int]] = {"tenant": {}, "kb": {}, "document": {}, "record": {}}
+                           "AND e.model_id = ? WHERE c.rowid > ? ORDER BY c.rowid", (model_id, after))
+        codes = index.codes if append else {"tenant": {}, "kb": {}, "document": {}, "record": {}}
 
-        def encode(axis: str, values) -> np.ndarray:
+        def encode(axis: str, position: int) -> np.ndarray:
             table = codes[axis]
-            return np.fromiter((table.setdefault(v, len(table)) for v in values), dtype=np.int32,
+            return np.fromiter((table.setdefault(r[position], len(table)) for r in rows), dtype=np.int32,
                                count=len(rows))
 
-        dim = len(rows[0][5]) // 4 if rows else 0
+        dim = len(rows[0][5]) // 4 if rows else (index.matrix.shape[1] if append else 0)
         matrix = (np.frombuffer(b"".join(r[5] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-                  if rows else np.zeros((0, 0), dtype=np.float32))
-        index = _VectorIndex(
-            version=version, rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-            matrix=matrix, tenant=encode("tenant", (r[1] for r in rows)),
-            kb=encode("kb", (r[2] for r in rows)), document=encode("document", (r[3] for r in rows)),
-            record=encode("record", (r[4] for r in rows)), codes=codes)
-        self._indexes[model_id] = index
-        return index
+                  if rows else np.zeros((0, dim), dtype=np.float32))
+        fresh = _VectorIndex(
+            version=version, rebuild=rebuild,
+            rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), matrix=matrix,
+            tenant=encode("tenant", 1), kb=encode("kb", 2), document=encode("document", 3),
+            record=encode("record", 4), codes=codes)
+        if append:
+            fresh = _VectorIndex(
+                version=version, rebuild=rebuild, codes=codes,
+                rowids=np.concatenate([index.rowids, fresh.rowids]),
+                matrix=np.concatenate([index.matrix, fresh.matrix]) if len(rows) else index.matrix,
+                **{axis: np.concatenate([getattr(index, axis), getattr(fresh, axis)])
+                   for axis in ("tenant", "kb", "document", "record")})
+        self._indexes[model_id] = fresh
+        return fresh
 
     @staticmethod
     def _mask(index: _VectorIndex, scope: Scope) -> np.ndarray:
