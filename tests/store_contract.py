@@ -283,3 +283,17 @@ def test_deleting_a_document_or_kb_forgets_its_graph_and_summary(store):
     assert store.term_counts("t1", kb.id, ["acme"]) == (0, {})
     assert store.graph_neighbourhood(Scope("t1"), ["globex"]).entities == ()
     assert store.get_graph("t1", "d2") == ([], [])
+
+
+def test_list_documents_filters_by_mode(store):
+    from dataclasses import replace
+
+    kb = store.create_kb("t1", "kb")
+    full = make_document(store, "t1", kb.id, "full-doc")
+    store.put_document(replace(full, mode="full"), source_key="key-full-doc")
+    make_document(store, "t1", kb.id, "rag-doc")
+    assert [d.id for d in store.list_documents("t1", kb.id, modes=("full", "auto"))] == ["full-doc"]
+    assert store.get_document("t1", "full-doc").mode == "full"
+    assert {d.id for d in store.list_documents("t1", kb.id)} == {"full-doc", "rag-doc"}
+    assert store.list_documents("t1", kb.id, modes=()) == []
+    assert store.list_documents("t2", kb.id, modes=("full",)) == []

@@ -86,8 +86,8 @@ def resolve(store: Store, tenant: str, *, assistant: Assistant | None = None,
         if kb not in kbs:
             kbs.append(kb)
             # kb documents ingested with --mode full|auto are whole-text candidates too
-            for document in store.list_documents(tenant, kb.id):
-                if document.mode in ("full", "auto") and document.status == "ready" and document.id not in seen:
+            for document in store.list_documents(tenant, kb.id, modes=("full", "auto")):
+                if document.status == "ready" and document.id not in seen:
                     seen.add(document.id)
                     files.append(SourceFile(document, document.mode, "kb", f"kb:{kb.name}"))
 

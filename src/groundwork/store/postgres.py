@@ -224,9 +224,14 @@ class PostgresStore:
                           "ORDER BY updated_at DESC LIMIT 1", params)
         return Document(*rows[0]) if rows else None
 
-    def list_documents(self, tenant: str, kb_id: str | None = None) -> list[Document]:
+    def list_documents(self, tenant: str, kb_id: str | None = None, *,
+                       modes: Sequence[str] | None = None) -> list[Document]:
+        """A tenant's documents (in one kb), optionally only those with one of `modes`."""
         rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = %s "
-                          "AND (%s::text IS NULL OR kb_id = %s) ORDER BY created_at", (tenant, kb_id, kb_id))
+                          "AND (%s::text IS NULL OR kb_id = %s) AND (%s::text[] IS NULL OR mode = ANY(%s)) "
+                          "ORDER BY created_at",
+                          (tenant, kb_id, kb_id, None if modes is None else list(modes),
+                           None if modes is None else list(modes)))
         return [Document(*row) for row in rows]
 
     def set_status(self, tenant: str, document_id: str, status: str, *,

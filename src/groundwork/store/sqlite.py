@@ -179,13 +179,18 @@ class SQLiteStore:
                            "ORDER BY updated_at DESC LIMIT 1", params)
         return Document(*rows[0]) if rows else None
 
-    def list_documents(self, tenant: str, kb_id: str | None = None) -> list[Document]:
-        if kb_id is None:
-            rows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = ? "
-                               "ORDER BY created_at", (tenant,))
-        else:
-            rows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE tenant = ? AND kb_id = ? "
-                               "ORDER BY created_at", (tenant, kb_id))
+    def list_documents(self, tenant: str, kb_id: str | None = None, *,
+                       modes: Sequence[str] | None = None) -> list[Document]:
+        """A tenant's documents (in one kb), optionally only those with one of `modes`."""
+        clauses, params = ["tenant = ?"], [tenant]
+        if kb_id is not None:
+            clauses.append("kb_id = ?")
+            params.append(kb_id)
+        if modes is not None:
+            clauses.append(f"mode IN ({','.join('?' * len(modes))})" if modes else "0")
+            params.extend(modes)
+        rows = self._query(f"SELECT {_DOC_COLUMNS} FROM documents WHERE {' AND '.join(clauses)} "
+                           "ORDER BY created_at", params)
         return [Document(*row) for row in rows]
 
     def set_status(self, tenant: str, document_id: str, status: str, *,
