@@ -29,13 +29,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from .engine import Engine
 from .errors import (ConfigError, ExtractError, GroundworkError, InvalidRequest, LimitExceeded, NotFound,
                      UnsupportedFile)
+from . import pipeline
 from .pipeline import Source
 from .storage import sha256
 from .store.sqlite import new_id
@@ -143,10 +144,7 @@ def submit(engine: Engine, queue: JobQueue, source: Source) -> Document:
         same = store.find_document(s.tenant, s.kb_id, content_hash=digest)
         if same is not None and same.record_id == s.record_id:
             if same.status != "failed":
-                if s.mode and s.mode != same.mode:  # same bytes, new mode: no new work
-                    same = replace(same, mode=s.mode)
-                    store.put_document(same, store.get_source_key(s.tenant, same.id))
-                return same
+                return pipeline.change_mode(store, same, s.mode)
             current = same  # the same content failed before: try it again under its id
     elif current.content_hash == digest and current.status != "failed":
         return current
@@ -157,8 +155,7 @@ def submit(engine: Engine, queue: JobQueue, source: Source) -> Document:
             raise InvalidRequest(f"document {current.id!r} is being processed ({current.status}); "
                                  "replace it once it is ready or failed")
     now = time.time()
-    # A ready document gets its next version; a queued or failed one keeps the number.
-    version = 1 if current is None else current.version + 1 if current.status == "ready" else current.version
+    version = pipeline.next_version(current)
     document = Document(
         id=current.id if current else new_id("doc"), tenant=s.tenant, kb_id=s.kb_id,
         filename=s.filename, title=s.title or Path(s.filename).stem, content_type=content_type,

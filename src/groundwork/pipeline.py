@@ -126,8 +126,7 @@ def _prepare(engine: Engine, source: Source, on_stage: StageCallback) -> _Prepar
         if (same is not None and same.status == "ready" and same.record_id == s.record_id
                 and s.document_id in (None, same.id)):
             p.report.document_id, p.report.status = same.id, "unchanged"
-            if s.mode and s.mode != same.mode:  # same bytes, new mode: no extraction, no embedding
-                store.put_document(replace(same, mode=s.mode), store.get_source_key(s.tenant, same.id))
+            change_mode(store, same, s.mode)
             p.report.chunks = store.chunk_counts(s.tenant, [same.id]).get(same.id, 0)
             return p
         key = s.source_key or s.source_url or s.filename
@@ -161,7 +160,7 @@ def _write(engine: Engine, p: _Prepared) -> None:
         id=doc_id, tenant=s.tenant, kb_id=s.kb_id, filename=s.filename,
         title=s.title or extracted.title or Path(s.filename).stem, content_type=p.content_type,
         size=len(s.data), content_hash=p.digest, source_url=s.source_url,
-        version=_next_version(previous), status="indexing",
+        version=next_version(previous), status="indexing",
         importance=s.importance, record_id=s.record_id,
         mode=s.mode or (previous.mode if previous else "rag"),
         created_at=previous.created_at if previous else now, updated_at=now)
@@ -179,12 +178,22 @@ def _write(engine: Engine, p: _Prepared) -> None:
     p.report.status = "updated" if previous else "ready"
 
 
-def _next_version(previous: Document | None) -> int:
-    """A ready previous version is superseded (+1); a queued placeholder (a job's
-    document, `process_document`) already carries the number its content will have."""
+def next_version(previous: Document | None) -> int:
+    """A ready previous version is superseded (+1); a queued or failed one (a job's
+    placeholder) already carries the number its content will have."""
     if previous is None:
         return 1
     return previous.version + 1 if previous.status == "ready" else max(previous.version, 1)
+
+
+def change_mode(store, document: Document, mode: str | None) -> Document:
+    """Same bytes submitted with another mode: only the mode changes (no extraction,
+    no embedding)."""
+    if not mode or mode == document.mode:
+        return document
+    changed = replace(document, mode=mode)
+    store.put_document(changed, store.get_source_key(document.tenant, document.id))
+    return changed
 
 
 def ingest_paths(engine: Engine, paths: Sequence[Path], *, batch: int = 16,

@@ -79,3 +79,13 @@ def check_quota(engine: Engine, tenant: str, incoming: int) -> None:
     if used + incoming > quota:
         raise LimitExceeded(f"storage quota exceeded: {used:,} of {quota:,} bytes used, "
                             f"{incoming:,} more requested")
+
+
+async def read_files(request: Request, settings) -> list[Upload]:
+    """The files of a multipart request sent in the field `files`, within the upload
+    limits; at least one."""
+    uploads, _ = await read_uploads(request, max_files=settings.max_upload_files,
+                                    max_bytes=settings.max_upload_bytes)
+    if not uploads:
+        raise InvalidRequest("no files: send them in the multipart field \"files\"")
+    return uploads

@@ -9,11 +9,10 @@ from starlette.concurrency import run_in_threadpool
 
 from ... import domain, jobs
 from ...engine import Engine
-from ...errors import InvalidRequest
 from ...pipeline import Source
 from ..deps import EngineDep, QueueDep, Tenant, wake_workers
 from ..schemas import AssistantIn, RecordIn, TemplateIn, partial
-from ..uploads import check_quota, read_uploads
+from ..uploads import check_quota, read_files
 
 router = APIRouter(prefix="/v1", tags=["assistants, templates, records"])
 
@@ -65,11 +64,7 @@ async def add_record_documents(record_id: str, request: Request, tenant: Tenant,
                                queue: QueueDep) -> list[dict]:
     """Multipart field `files`: ingested as the record's files (retrieved, never whole)."""
     await run_in_threadpool(domain.get, engine.store, tenant, "record", record_id)
-    settings = engine.settings
-    uploads, _ = await read_uploads(request, max_files=settings.max_upload_files,
-                                    max_bytes=settings.max_upload_bytes)
-    if not uploads:
-        raise InvalidRequest("no files: send them in the multipart field \"files\"")
+    uploads = await read_files(request, engine.settings)
 
     def add_all() -> list[dict]:
         sources = [Source(u.data, u.filename, tenant=tenant, record_id=record_id, content_type=u.content_type)

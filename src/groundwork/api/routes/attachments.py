@@ -6,10 +6,9 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from ... import access, jobs
-from ...errors import InvalidRequest
 from ...pipeline import Source
 from ..deps import EngineDep, QueueDep, Tenant, wake_workers
-from ..uploads import check_quota, read_uploads
+from ..uploads import check_quota, read_files
 
 router = APIRouter(prefix="/v1", tags=["attachments"])
 
@@ -20,11 +19,7 @@ async def upload_attachments(request: Request, tenant: Tenant, engine: EngineDep
     GROUNDWORK_MAX_UPLOAD_BYTES). Everything is checked before anything is stored.
     Returns `[{id, access_token, filename, content_type, size, document_id, status}]`;
     the token is shown only here."""
-    settings = engine.settings
-    uploads, _ = await read_uploads(request, max_files=settings.max_upload_files,
-                                    max_bytes=settings.max_upload_bytes)
-    if not uploads:
-        raise InvalidRequest("no files: send them in the multipart field \"files\"")
+    uploads = await read_files(request, engine.settings)
 
     def store_all() -> list[dict]:
         sources = [Source(u.data, u.filename, tenant=tenant, content_type=u.content_type) for u in uploads]
